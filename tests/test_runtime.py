@@ -1,0 +1,108 @@
+"""The local runtime: start-up errors, and no orphan processes however it ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError
+from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
+from uirl_gym.server.browser import BrowserNotFoundError, find_browser
+
+CHILD = """
+import json, sys, time
+from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
+rt = LocalRuntime()
+rt.start_many(2)
+pids = []
+for s in list(rt._sessions.values()):
+    pids += [s.process.pid, *descendant_pids(s.process.pid)]
+print(json.dumps(pids), flush=True)
+if sys.argv[1] == "exit":
+    sys.exit(0)
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie holds no resources
+
+
+def _wait_gone(pids: list[int], timeout_s: float) -> list[int]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        alive = [p for p in pids if _alive(p)]
+        if not alive:
+            return []
+        time.sleep(0.1)
+    return alive
+
+
+@pytest.mark.parametrize("how", ["exit", "SIGTERM", "SIGINT", "SIGKILL"])
+def test_no_orphan_processes(how: str) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, "exit" if how == "exit" else "wait"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    line = child.stdout.readline()
+    pids = json.loads(line)
+    assert len(pids) >= 4, f"expected 2 servers with Chromium children, got {pids}"
+    if how != "exit":
+        assert sum(map(_alive, pids)) >= 4  # servers and their Chromium are up
+        child.send_signal(getattr(signal, how))
+    child.wait(timeout=30)
+    # After SIGKILL the servers notice their parent is gone (polled every second).
+    assert _wait_gone(pids, timeout_s=20) == []
+
+
+def test_start_failure_shows_the_log_tail(tmp_path: Path) -> None:
+    rt = LocalRuntime(
+        LocalRuntimeConfig(browser=str(tmp_path / "no-chromium"), log_dir=str(tmp_path))
+    )
+    try:
+        with pytest.raises(SessionStartError, match="is not an executable file"):
+            rt.acquire(timeout_s=20)
+    finally:
+        rt.close()
+    with pytest.raises(RuntimeClosedError):
+        rt.acquire()
+
+
+def test_find_browser(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "my-chrome"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("UIRL_CHROMIUM", str(fake))
+    assert find_browser() == str(fake)
+    assert find_browser(str(fake)) == str(fake)
+    with pytest.raises(BrowserNotFoundError, match="not an executable"):
+        find_browser(str(tmp_path / "missing"))
+    monkeypatch.delenv("UIRL_CHROMIUM")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.setattr("uirl_gym.server.browser._playwright_chromium_path", lambda: None)
+    with pytest.raises(BrowserNotFoundError, match="apt-get install chromium"):
+        find_browser()
+
+
+def test_released_sessions_are_reused(runtime: LocalRuntime) -> None:
+    first = runtime.acquire()
+    pid = runtime.pid(first)
+    runtime.release(first)
+    again = runtime.acquire()
+    try:
+        assert again == first and runtime.pid(again) == pid
+        os.kill(pid, 0)  # still running: healthy sessions are kept, not restarted
+    finally:
+        runtime.release(again)

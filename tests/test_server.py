@@ -1,0 +1,259 @@
+"""The session server over real HTTP with a real Chromium."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+import requests
+from PIL import Image
+
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.client import SessionClient
+from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
+
+FIELDS = ("first_name", "last_name", "email")
+
+
+def centre(box: list[int]) -> tuple[int, int]:
+    x, y, w, h = box
+    return x + w // 2, y + h // 2
+
+
+def act(base: str, **params: object) -> requests.Response:
+    """A raw ui-verifiers style call: GET /act with query parameters."""
+    return requests.get(f"{base}/act", params=params, timeout=30)
+
+
+def cell_of(oracle: dict, data_index: int, column: int) -> tuple[int, int]:
+    for row in oracle["visible_rows"]:
+        if row["data_index"] == data_index:
+            return centre(row["cells"][column])
+    raise AssertionError(f"row {data_index} not visible")
+
+
+def copy_paste_row(base: str, data_index: int) -> None:
+    """Fill and submit the form for one visible row, with clicks and ctrl+c / ctrl+v."""
+    for column, field in enumerate(FIELDS):
+        oracle = requests.get(f"{base}/oracle", timeout=10).json()
+        x, y = cell_of(oracle, data_index, column)
+        assert act(base, action_type="left_click", x=x, y=y).status_code == 200
+        assert act(base, action_type="keys", keys="ctrl+c").status_code == 200
+        x, y = centre(oracle["inputs"][field]["box"])
+        assert act(base, action_type="left_click", x=x, y=y).status_code == 200
+        assert act(base, action_type="keys", keys="ctrl+v").status_code == 200
+    oracle = requests.get(f"{base}/oracle", timeout=10).json()
+    x, y = centre(oracle["submit_button"])
+    assert act(base, action_type="left_click", x=x, y=y).status_code == 200
+    oracle = requests.get(f"{base}/oracle", timeout=10).json()
+    assert oracle["view"] == "done"
+    x, y = centre(oracle["submit_another_link"])
+    assert act(base, action_type="left_click", x=x, y=y).status_code == 200
+
+
+def test_two_row_episode_with_copy_paste(session: SessionInfo) -> None:
+    base = session.base_url
+    started = requests.post(f"{base}/reset", json={"seed": 3, "options": {"rows": [4, 10]}}).json()
+    assert "row 6" not in started["instruction"]  # sheet row numbers: data index + 2
+    assert "rows 6 and 12" in started["instruction"]
+    copy_paste_row(base, 4)
+    copy_paste_row(base, 10)
+    progress = requests.get(f"{base}/progress", timeout=10).json()
+    assert progress["submitted_row_indices"] == [4, 10]
+    assert progress["num_incorrect_submissions"] == 0
+
+    # A sloppy submission: the right first name, a typo in the email.
+    oracle = requests.get(f"{base}/oracle", timeout=10).json()
+    first, last, email = oracle["target_values"][0]
+    for field, value in zip(FIELDS, (first, last, email[:-1]), strict=True):
+        x, y = centre(oracle["inputs"][field]["box"])
+        act(base, action_type="left_click", x=x, y=y)
+        act(base, action_type="type", text=value)
+    act(
+        base,
+        action_type="left_click",
+        x=centre(oracle["submit_button"])[0],
+        y=centre(oracle["submit_button"])[1],
+    )
+    progress = requests.get(f"{base}/progress", timeout=10).json()
+    assert progress["submitted_row_indices"] == [4, 10]
+    assert progress["num_incorrect_submissions"] == 1
+
+
+def test_ui_verifiers_client_works_unchanged(session: SessionInfo) -> None:
+    """What a client of the ui-verifiers server does: GET /, GET /act, GET /progress."""
+    base = session.base_url
+    status = requests.get(base + "/", timeout=10)
+    assert status.status_code == 200 and "Session" in status.text
+    shot = requests.get(f"{base}/act?action_type=screenshot", timeout=10)
+    assert shot.headers["content-type"] == "image/png"
+    assert Image.open(io.BytesIO(shot.content)).size == (1280, 800)
+    clicked = requests.get(f"{base}/act?action_type=left_click&x=100&y=120&delay=0.1", timeout=10)
+    assert clicked.status_code == 200 and clicked.content[:4] == b"\x89PNG"
+    typed = requests.get(
+        f"{base}/act", params={"action_type": "keys", "keys": "ctrl+c"}, timeout=10
+    )
+    assert typed.status_code == 200
+    progress = requests.get(f"{base}/progress", timeout=10).json()
+    assert {"submitted_row_indices", "num_incorrect_submissions"} <= set(progress)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"action_type": "fly"}, "action_type"),
+        ({}, "action_type"),
+        ({"action_type": "left_click"}, "x, y"),
+        ({"action_type": "left_click", "x": "ten", "y": "3"}, "x: must be an integer"),
+        ({"action_type": "left_click", "x": "1.5", "y": "3"}, "x: must be an integer"),
+        ({"action_type": "left_click", "x": 1280, "y": 3}, "x: 1280 is off"),
+        ({"action_type": "left_click", "x": 3, "y": -1}, "y: -1 is off"),
+        ({"action_type": "type", "text": "a" * 513}, "text: at most 512"),
+        ({"action_type": "type"}, "text:"),
+        ({"action_type": "keys", "keys": "ctrl+banana"}, "keys: unknown key 'banana'"),
+        ({"action_type": "keys", "keys": "hyper+c"}, "keys: unknown modifier 'hyper'"),
+        ({"action_type": "scroll", "x": 5, "y": 5}, "direction"),
+        ({"action_type": "scroll", "direction": "sideways"}, "direction: unknown"),
+        ({"action_type": "scroll", "direction": "down", "amount": 0}, "amount"),
+        ({"action_type": "screenshot", "format": "gif"}, "format"),
+        ({"action_type": "screenshot", "delay": 99}, "delay"),
+        ({"action_type": "screenshot", "colour": "red"}, "unknown parameter"),
+    ],
+)
+def test_bad_input_is_a_400_naming_the_field(
+    session: SessionInfo, params: dict, field: str
+) -> None:
+    response = act(session.base_url, **params)
+    assert response.status_code == 400, response.text
+    assert field in response.json()["detail"]
+    assert act(session.base_url, action_type="screenshot").status_code == 200
+
+
+def test_bad_reset_options_are_a_400(session: SessionInfo) -> None:
+    base = session.base_url
+    for body, field in [
+        ({"options": {"rows": [1000]}}, "rows"),
+        ({"options": {"num_rows": 0}}, "num_rows"),
+        ({"options": {"colour": 1}}, "unknown option"),
+        ({"seed": "x"}, "seed"),
+        ({"sead": 1}, "unknown field"),
+    ]:
+        response = requests.post(f"{base}/reset", json=body, timeout=10)
+        assert response.status_code == 400 and field in response.json()["detail"], response.text
+    assert requests.post(f"{base}/reset", json={"seed": 1}, timeout=10).status_code == 200
+
+
+def test_reset_isolation(client: SessionClient) -> None:
+    client.reset(seed=5, options={"rows": [0]})
+    oracle = client.oracle()
+    # Copy a cell, type into a field, scroll the sheet.
+    client.act(Action(ActionType.LEFT_CLICK, *cell_of(oracle, 0, 2)))
+    client.act(Action(ActionType.KEYS, keys="ctrl+c"))
+    client.act(Action(ActionType.LEFT_CLICK, *centre(oracle["inputs"]["first_name"]["box"])))
+    client.act(Action(ActionType.TYPE, text="leftover"))
+    client.act(Action(ActionType.SCROLL, 300, 400, direction="down", amount=5))
+    dirty = client.oracle()
+    assert dirty["inputs"]["first_name"]["value"] == "leftover"
+    assert dirty["scroll_top"] > 0
+
+    client.reset(seed=6, options={"rows": [1]})
+    clean = client.oracle()
+    assert all(clean["inputs"][f]["value"] == "" for f in FIELDS)
+    assert clean["scroll_top"] == 0
+    assert clean["focused"] is None and clean["selected_cell"] is None
+    # The clipboard was cleared: pasting yields nothing.
+    client.act(Action(ActionType.LEFT_CLICK, *centre(clean["inputs"]["email"]["box"])))
+    client.act(Action(ActionType.KEYS, keys="ctrl+v"))
+    assert client.oracle()["inputs"]["email"]["value"] == ""
+    assert client.progress()["submitted_row_indices"] == []
+
+
+def test_two_sessions_do_not_share_a_clipboard(runtime: LocalRuntime) -> None:
+    a_info, b_info = runtime.acquire(), runtime.acquire()
+    a, b = SessionClient(a_info.base_url), SessionClient(b_info.base_url)
+    try:
+        a.reset(seed=1, options={"rows": [0]})
+        b.reset(seed=1, options={"rows": [0]})
+        oa = a.oracle()
+        a.act(Action(ActionType.LEFT_CLICK, *cell_of(oa, 0, 0)))
+        a.act(Action(ActionType.KEYS, keys="ctrl+c"))
+        # Session A's clipboard holds the cell: pasting in A proves the copy happened.
+        a.act(Action(ActionType.LEFT_CLICK, *centre(oa["inputs"]["first_name"]["box"])))
+        a.act(Action(ActionType.KEYS, keys="ctrl+v"))
+        assert a.oracle()["inputs"]["first_name"]["value"] == oa["target_values"][0][0]
+        ob = b.oracle()
+        b.act(Action(ActionType.LEFT_CLICK, *centre(ob["inputs"]["first_name"]["box"])))
+        b.act(Action(ActionType.KEYS, keys="ctrl+v"))
+        assert b.oracle()["inputs"]["first_name"]["value"] == ""
+    finally:
+        a.close()
+        b.close()
+        runtime.release(a_info)
+        runtime.release(b_info)
+
+
+def test_screenshot_formats_agree(client: SessionClient) -> None:
+    client.reset(seed=2)
+    shots = {}
+    for fmt in ("png", "raw", "jpeg"):
+        client.image_format = fmt
+        shots[fmt] = client.screenshot()
+        assert shots[fmt].shape == (800, 1280, 3) and shots[fmt].dtype == np.uint8
+    assert np.array_equal(shots["png"], shots["raw"])
+    assert np.abs(shots["png"].astype(int) - shots["jpeg"].astype(int)).mean() < 3
+
+
+def test_settled_screenshot_shows_the_change(client: SessionClient) -> None:
+    """Each screenshot returned by a click already shows that click's effect."""
+    client.reset(seed=4)
+    oracle = client.oracle()
+    for i in range(10):
+        row = oracle["visible_rows"][2 + i]
+        x, y, w, h = row["cells"][i % 3]
+        shot = client.act(Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2))
+        # The selected cell's fill (#e8f0fe) just inside its border.
+        assert tuple(shot[y + h // 2, x + 4]) == (0xE8, 0xF0, 0xFE)
+    shot = client.act(Action(ActionType.SCROLL, 300, 400, direction="down", amount=4))
+    assert client.oracle()["scroll_top"] == 400
+    assert not np.array_equal(
+        shot[200:700, 50:600],
+        client.act(Action(ActionType.SCROLL, 300, 400, direction="up", amount=4))[200:700, 50:600],
+    )
+
+
+def test_browser_crash_is_reported_and_reset_recovers(runtime: LocalRuntime) -> None:
+    info = runtime.acquire()
+    client = SessionClient(info.base_url, max_retries=0)
+    try:
+        browsers = [p for p in descendant_pids(runtime.pid(info)) if _is_browser_main(p)]
+        assert browsers, "no Chromium process found under the server"
+        for pid in browsers:
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            response = requests.get(f"{info.base_url}/health", timeout=5)
+            if response.status_code == 503:
+                break
+            time.sleep(0.05)
+        assert response.status_code == 503 and response.json()["browser_alive"] is False
+        assert act(info.base_url, action_type="screenshot").status_code == 503
+        started = client.reset(seed=1)
+        assert started["episode"] >= 2
+        assert client.health()["browser_launches"] == 2
+        assert client.screenshot().shape == (800, 1280, 3)
+    finally:
+        client.close()
+        runtime.release(info)
+
+
+def _is_browser_main(pid: int) -> bool:
+    try:
+        cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+    except OSError:
+        return False
+    return b"chrom" in cmdline[0] and not any(a.startswith(b"--type=") for a in cmdline)

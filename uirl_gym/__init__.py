@@ -1,0 +1,25 @@
+"""uirl_gym: a Gymnasium environment for computer-use agents.
+
+Importing it registers ``uirl/SimpleDataEntry-v0``. Without the import,
+``gym.make("uirl_gym:uirl/SimpleDataEntry-v0")`` imports it first (Gymnasium's
+module prefix).
+"""
+
+from gymnasium.envs.registration import register, registry
+
+from uirl_gym.actions import Action, ActionType, action_space
+from uirl_gym.env import RewardConfig, UIEnv
+
+__all__ = ["Action", "ActionType", "RewardConfig", "UIEnv", "action_space"]
+
+ENV_ID = "uirl/SimpleDataEntry-v0"
+MAX_EPISODE_STEPS = 60
+
+if ENV_ID not in registry:
+    register(
+        id=ENV_ID,
+        entry_point="uirl_gym.env:UIEnv",
+        vector_entry_point="uirl_gym.vector:SessionVectorEnv",
+        max_episode_steps=MAX_EPISODE_STEPS,
+        disable_env_checker=True,
+    )

@@ -1,0 +1,370 @@
+"""Actions: the one vocabulary shared by the env, the session server, the agents.
+
+An :class:`Action` is what an agent does to the screen, in screen pixels. It converts
+to the query parameters of ``GET /act`` (:meth:`Action.to_query`) and back
+(:meth:`Action.from_query`), and to and from the Gymnasium :func:`action_space`
+sample layout (:meth:`Action.to_space_sample`, :func:`to_action`).
+
+Validation lives here, once: the server calls :meth:`Action.validate` on every
+request and turns its ``ValueError`` into a 4xx; the env calls it before sending so
+that a malformed action costs no round trip.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+SCREEN_WIDTH = 1280
+SCREEN_HEIGHT = 800
+MAX_TEXT_LENGTH = 512
+MAX_KEYS_LENGTH = 64
+MAX_SCROLL_AMOUNT = 50
+DEFAULT_SCROLL_AMOUNT = 3
+# One scroll notch moves the page this far, like a mouse wheel click in Chromium.
+SCROLL_NOTCH_PX = 100
+
+
+class ActionType(enum.StrEnum):
+    """What an action does. The first nine are the ui-verifiers protocol's."""
+
+    SCREENSHOT = "screenshot"
+    MOUSE_MOVE = "mouse_move"
+    LEFT_CLICK = "left_click"
+    RIGHT_CLICK = "right_click"
+    DOUBLE_CLICK = "double_click"
+    TRIPLE_CLICK = "triple_click"
+    TYPE = "type"
+    KEYS = "keys"
+    SCROLL = "scroll"
+    # The agent declares the task done; handled by the env, never sent to a session.
+    FINISH = "finish"
+
+
+class ScrollDirection(enum.StrEnum):
+    UP = "up"
+    DOWN = "down"
+    LEFT = "left"
+    RIGHT = "right"
+
+
+POINTER_ACTIONS = frozenset(
+    {
+        ActionType.MOUSE_MOVE,
+        ActionType.LEFT_CLICK,
+        ActionType.RIGHT_CLICK,
+        ActionType.DOUBLE_CLICK,
+        ActionType.TRIPLE_CLICK,
+        ActionType.SCROLL,
+    }
+)
+ACTION_TYPES: tuple[ActionType, ...] = tuple(ActionType)
+SCROLL_DIRECTIONS: tuple[ScrollDirection, ...] = tuple(ScrollDirection)
+
+# Modifier spellings accepted in ``keys`` (pyautogui / xdotool / UI-TARS style) and
+# the Playwright names they map to.
+MODIFIER_KEYS = {
+    "ctrl": "Control",
+    "control": "Control",
+    "shift": "Shift",
+    "alt": "Alt",
+    "option": "Alt",
+    "meta": "Meta",
+    "cmd": "Meta",
+    "command": "Meta",
+    "super": "Meta",
+    "win": "Meta",
+}
+NAMED_KEYS = {
+    name.lower(): name
+    for name in (
+        "Enter",
+        "Tab",
+        "Escape",
+        "Backspace",
+        "Delete",
+        "Insert",
+        "Home",
+        "End",
+        "PageUp",
+        "PageDown",
+        "ArrowUp",
+        "ArrowDown",
+        "ArrowLeft",
+        "ArrowRight",
+        "Space",
+        *(f"F{i}" for i in range(1, 13)),
+    )
+}
+NAMED_KEYS |= {
+    "return": "Enter",
+    "esc": "Escape",
+    "del": "Delete",
+    "up": "ArrowUp",
+    "down": "ArrowDown",
+    "left": "ArrowLeft",
+    "right": "ArrowRight",
+    "pgup": "PageUp",
+    "pgdn": "PageDown",
+    "pageup": "PageUp",
+    "pagedown": "PageDown",
+    "space": "Space",
+}
+
+
+def parse_keys(keys: str) -> str:
+    """Turn a key combination such as ``ctrl+c`` or ``shift+Tab`` into Playwright's form.
+
+    Args:
+        keys: modifiers and one key joined by ``+`` (case-insensitive names;
+            a single printable character is taken as is).
+
+    Returns:
+        The combination as Playwright's ``keyboard.press`` expects it, e.g. ``Control+c``.
+
+    Raises:
+        ValueError: empty, too long, or a part that is not a known key name.
+    """
+    if not keys or not keys.strip():
+        raise ValueError("keys: must not be empty, e.g. 'ctrl+c', 'Enter', 'shift+Tab'")
+    if len(keys) > MAX_KEYS_LENGTH:
+        raise ValueError(f"keys: at most {MAX_KEYS_LENGTH} characters, got {len(keys)}")
+    # "ctrl++" means Control and the plus key.
+    parts = keys.strip().split("+")
+    if keys.strip().endswith("++"):
+        parts = [*parts[:-2], "+"]
+    *modifiers, key = [p.strip() for p in parts]
+    out = []
+    for mod in modifiers:
+        if mod.lower() not in MODIFIER_KEYS:
+            raise ValueError(
+                f"keys: unknown modifier {mod!r} in {keys!r}; "
+                f"allowed: {', '.join(sorted(set(MODIFIER_KEYS)))}"
+            )
+        out.append(MODIFIER_KEYS[mod.lower()])
+    if len(key) == 1 and key.isprintable():
+        out.append(key)
+    elif key.lower() in NAMED_KEYS:
+        out.append(NAMED_KEYS[key.lower()])
+    elif key.lower() in MODIFIER_KEYS and not modifiers:
+        out.append(MODIFIER_KEYS[key.lower()])
+    else:
+        raise ValueError(
+            f"keys: unknown key {key!r} in {keys!r}; use a single character or one of "
+            f"{', '.join(sorted(set(NAMED_KEYS.values())))}"
+        )
+    return "+".join(out)
+
+
+@dataclass(frozen=True)
+class Action:
+    """One agent action in screen pixels.
+
+    Attributes:
+        type: what to do.
+        x, y: the pointer position; required for clicks, mouse_move; optional for scroll
+            (the pointer's current place when left out).
+        text: what ``type`` types.
+        keys: the combination ``keys`` presses, e.g. ``ctrl+c``.
+        direction: where ``scroll`` scrolls.
+        amount: how many wheel notches ``scroll`` turns (100 px each).
+    """
+
+    type: ActionType
+    x: int | None = None
+    y: int | None = None
+    text: str | None = None
+    keys: str | None = None
+    direction: ScrollDirection | None = None
+    amount: int | None = None
+
+    def __post_init__(self) -> None:
+        # Normalise enum-valued fields so that Action("left_click", ...) works.
+        try:
+            object.__setattr__(self, "type", ActionType(self.type))
+        except ValueError:
+            raise ValueError(
+                f"action_type: unknown {self.type!r}; allowed: "
+                f"{', '.join(t.value for t in ActionType)}"
+            ) from None
+        if self.direction is not None:
+            try:
+                object.__setattr__(self, "direction", ScrollDirection(self.direction))
+            except ValueError:
+                raise ValueError(
+                    f"direction: unknown {self.direction!r}; allowed: "
+                    f"{', '.join(d.value for d in ScrollDirection)}"
+                ) from None
+
+    def validate(self) -> Action:
+        """Check that the fields fit the type and the screen; return self.
+
+        Raises:
+            ValueError: naming the field and what is allowed.
+        """
+        t = self.type
+        needs_point = t in POINTER_ACTIONS and t is not ActionType.SCROLL
+        if needs_point and (self.x is None or self.y is None):
+            raise ValueError(f"x, y: {t.value} needs both coordinates")
+        if (self.x is None) != (self.y is None):
+            raise ValueError("x, y: give both coordinates or neither")
+        if self.x is not None:
+            for name, value, limit in (("x", self.x, SCREEN_WIDTH), ("y", self.y, SCREEN_HEIGHT)):
+                if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                    raise ValueError(f"{name}: must be an integer, got {value!r}")
+                if not 0 <= value < limit:
+                    raise ValueError(
+                        f"{name}: {value} is off the {SCREEN_WIDTH}x{SCREEN_HEIGHT} screen; "
+                        f"allowed 0..{limit - 1}"
+                    )
+        if t is ActionType.TYPE:
+            if not self.text:
+                raise ValueError("text: type needs a non-empty text")
+            if len(self.text) > MAX_TEXT_LENGTH:
+                raise ValueError(
+                    f"text: at most {MAX_TEXT_LENGTH} characters, got {len(self.text)}"
+                )
+        if t is ActionType.KEYS:
+            parse_keys(self.keys or "")
+        if t is ActionType.SCROLL:
+            if self.direction is None:
+                raise ValueError(
+                    "direction: scroll needs one of " + ", ".join(d.value for d in ScrollDirection)
+                )
+            amount = self.scroll_amount
+            if not 1 <= amount <= MAX_SCROLL_AMOUNT:
+                raise ValueError(f"amount: must be 1..{MAX_SCROLL_AMOUNT}, got {amount}")
+        return self
+
+    @property
+    def scroll_amount(self) -> int:
+        return DEFAULT_SCROLL_AMOUNT if self.amount is None else int(self.amount)
+
+    def to_query(self) -> dict[str, str]:
+        """The ``GET /act`` query parameters for this action (``None`` fields left out)."""
+        query = {"action_type": self.type.value}
+        for name in ("x", "y", "text", "keys", "direction", "amount"):
+            value = getattr(self, name)
+            if value is not None:
+                query[name] = str(value.value if isinstance(value, enum.Enum) else value)
+        return query
+
+    @classmethod
+    def from_query(cls, query: Mapping[str, str | None]) -> Action:
+        """Build an action from ``GET /act`` parameters (strings), validating it.
+
+        Raises:
+            ValueError: a field that is missing, not an integer, or out of range.
+        """
+        fields: dict[str, Any] = {"type": query.get("action_type")}
+        if fields["type"] is None:
+            raise ValueError("action_type: missing")
+        for name in ("x", "y", "amount"):
+            raw = query.get(name)
+            if raw is None or raw == "":
+                continue
+            try:
+                fields[name] = int(raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name}: must be an integer, got {raw!r}") from None
+        for name in ("text", "keys", "direction"):
+            if query.get(name) is not None:
+                fields[name] = query[name]
+        return cls(**fields).validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (enum values as strings, ``None`` fields left out)."""
+        return {
+            k: (v.value if isinstance(v, enum.Enum) else v)
+            for k, v in asdict(self).items()
+            if v is not None
+        }
+
+    def to_space_sample(self) -> dict[str, Any]:
+        """This action in the layout of :func:`action_space` (unused fields zeroed)."""
+        return {
+            "action_type": ACTION_TYPES.index(self.type),
+            "point": np.array([self.x or 0, self.y or 0], dtype=np.int64),
+            "text": self.text or "",
+            "keys": self.keys or "",
+            "direction": SCROLL_DIRECTIONS.index(self.direction) if self.direction else 0,
+            "amount": self.scroll_amount,
+        }
+
+
+_TEXT_CHARSET = "".join(chr(c) for c in range(32, 127))
+
+
+def action_space(seed: int | None = None) -> spaces.Dict:
+    """The Gymnasium action space: a ``Dict`` of every field an action can carry.
+
+    ``action_type`` indexes :data:`ACTION_TYPES`; ``point`` is (x, y) in screen pixels;
+    ``direction`` indexes :data:`SCROLL_DIRECTIONS`; fields the type does not use are
+    ignored. :func:`to_action` turns a sample into an :class:`Action`.
+    """
+    return spaces.Dict(
+        {
+            "action_type": spaces.Discrete(len(ACTION_TYPES)),
+            "point": spaces.Box(
+                low=np.array([0, 0]),
+                high=np.array([SCREEN_WIDTH - 1, SCREEN_HEIGHT - 1]),
+                dtype=np.int64,
+            ),
+            "text": spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=_TEXT_CHARSET),
+            "keys": spaces.Text(max_length=MAX_KEYS_LENGTH, min_length=0, charset=_TEXT_CHARSET),
+            "direction": spaces.Discrete(len(SCROLL_DIRECTIONS)),
+            "amount": spaces.Discrete(MAX_SCROLL_AMOUNT, start=1),
+        },
+        seed=seed,
+    )
+
+
+def _from_space_sample(sample: Mapping[str, Any]) -> Action:
+    action_type = ACTION_TYPES[int(sample["action_type"])]
+    x, y = (int(v) for v in np.asarray(sample["point"]).reshape(2))
+    fields: dict[str, Any] = {"type": action_type}
+    if action_type in POINTER_ACTIONS:
+        fields |= {"x": x, "y": y}
+    if action_type is ActionType.TYPE:
+        fields["text"] = str(sample["text"])
+    if action_type is ActionType.KEYS:
+        fields["keys"] = str(sample["keys"])
+    if action_type is ActionType.SCROLL:
+        fields["direction"] = SCROLL_DIRECTIONS[int(sample["direction"])]
+        fields["amount"] = int(sample["amount"])
+    return Action(**fields)
+
+
+def to_action(value: Action | Mapping[str, Any]) -> Action:
+    """Accept an :class:`Action`, an action-space sample or a plain dict.
+
+    A plain dict uses the field names of :class:`Action` (``type`` or ``action_type``).
+    The result is not validated: call :meth:`Action.validate`.
+
+    Raises:
+        ValueError: not one of the accepted forms, or unknown field names.
+    """
+    if isinstance(value, Action):
+        return value
+    if not isinstance(value, Mapping):
+        raise ValueError(
+            f"Expected an Action, an action-space sample or a dict, got {type(value).__name__}"
+        )
+    if "point" in value:
+        return _from_space_sample(value)
+    fields = dict(value)
+    if "action_type" in fields:
+        fields["type"] = fields.pop("action_type")
+    unknown = set(fields) - set(Action.__dataclass_fields__)
+    if unknown:
+        raise ValueError(
+            f"Unknown action fields {sorted(unknown)}; allowed: {list(Action.__dataclass_fields__)}"
+        )
+    if "type" not in fields:
+        raise ValueError("action_type: missing")
+    return Action(**fields)

@@ -1,0 +1,186 @@
+"""SessionClient: the session protocol, client side (keep-alive, timeouts, retries).
+
+Retry rule: a request is retried (bounded, with backoff) only when repeating it cannot
+change the task's state twice:
+- reads (``/``, ``/health``, ``/progress``, ``/oracle``, a ``screenshot`` action) and
+  ``POST /reset`` (a reset with the same seed and options lands in the same state) are
+  retried on connection errors, timeouts and 502/503/504;
+- any other action is retried only when the connection could not be opened, i.e. the
+  request never reached the server. A click that may have been delivered is never sent
+  twice; its failure surfaces as :class:`SessionUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import time
+from typing import Any
+
+import numpy as np
+import requests
+from PIL import Image
+
+from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
+
+logger = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({502, 503, 504})
+IMAGE_FORMATS = ("png", "jpeg", "raw")
+
+
+class SessionError(Exception):
+    """Base class of session client errors.
+
+    Attributes:
+        base_url: the session's URL.
+    """
+
+    def __init__(self, message: str, base_url: str) -> None:
+        super().__init__(f"{message} [{base_url}]")
+        self.base_url = base_url
+
+
+class SessionUnavailableError(SessionError):
+    """The session did not answer (connection refused/reset, timeout, 5xx)."""
+
+
+class SessionHTTPError(SessionError):
+    """The session answered with an error status.
+
+    Attributes:
+        status_code: the HTTP status.
+        detail: the server's message.
+    """
+
+    def __init__(self, status_code: int, detail: str, base_url: str) -> None:
+        super().__init__(f"HTTP {status_code}: {detail}", base_url)
+        self.status_code = status_code
+        self.detail = detail
+
+
+class InvalidActionError(SessionHTTPError):
+    """The server refused the action (4xx); the session is still usable."""
+
+
+def decode_image(data: bytes, image_format: str) -> np.ndarray:
+    """Screenshot bytes as uint8 (800, 1280, 3)."""
+    if image_format == "raw":
+        return np.frombuffer(data, dtype=np.uint8).reshape(SCREEN_HEIGHT, SCREEN_WIDTH, 3)
+    with Image.open(io.BytesIO(data)) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+class SessionClient:
+    """One session server, over HTTP.
+
+    Attributes:
+        base_url: the server's root URL.
+        image_format: how screenshots travel (``png``, ``jpeg`` or ``raw``); the client
+            always returns decoded uint8 arrays.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout_s: float = 5.0,
+        read_timeout_s: float = 30.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.1,
+        image_format: str = "png",
+    ) -> None:
+        if image_format not in IMAGE_FORMATS:
+            raise ValueError(f"image_format: expected one of {IMAGE_FORMATS}, got {image_format!r}")
+        self.base_url = base_url.rstrip("/")
+        self.timeout = (connect_timeout_s, read_timeout_s)
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        self.image_format = image_format
+        self._http = requests.Session()
+        # One connection is enough: a session serves one agent, requests are sequential.
+        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
+        self._http.mount("http://", adapter)
+
+    def _request(
+        self, method: str, path: str, *, idempotent: bool, **kwargs: Any
+    ) -> requests.Response:
+        url = self.base_url + path
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(method, url, timeout=self.timeout, **kwargs)
+            except requests.RequestException as exc:
+                never_sent = isinstance(exc, requests.ConnectTimeout) or (
+                    isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
+                )
+                if attempt < self.max_retries and (idempotent or never_sent):
+                    attempt += 1
+                    time.sleep(self.backoff_s * 2 ** (attempt - 1))
+                    continue
+                raise SessionUnavailableError(
+                    f"{method} {path} failed: {type(exc).__name__}: {exc}", self.base_url
+                ) from exc
+            if response.status_code in RETRY_STATUS and idempotent and attempt < self.max_retries:
+                attempt += 1
+                time.sleep(self.backoff_s * 2 ** (attempt - 1))
+                continue
+            if response.status_code >= 500:
+                raise SessionUnavailableError(
+                    f"{method} {path}: HTTP {response.status_code}: {_detail(response)}",
+                    self.base_url,
+                )
+            if response.status_code >= 400:
+                error = InvalidActionError if path.startswith("/act") else SessionHTTPError
+                raise error(response.status_code, _detail(response), self.base_url)
+            return response
+
+    def status_text(self) -> str:
+        return self._request("GET", "/", idempotent=True).text
+
+    def health(self) -> dict[str, Any]:
+        """``GET /health`` as JSON (an unhealthy server raises SessionUnavailableError)."""
+        return self._request("GET", "/health", idempotent=True).json()
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Start a new episode; returns ``{"instruction", "episode", "session_id", ...}``."""
+        body = {"seed": seed, "options": options or {}}
+        return self._request("POST", "/reset", idempotent=True, json=body).json()
+
+    def act(self, action: Action, *, delay_s: float = 0.0) -> np.ndarray:
+        """Perform an action; returns the settled screenshot as uint8 (800, 1280, 3).
+
+        Raises:
+            InvalidActionError: the server refused the action.
+            SessionUnavailableError: the session did not answer.
+        """
+        params = action.to_query()
+        params["format"] = self.image_format
+        if delay_s:
+            params["delay"] = str(delay_s)
+        idempotent = action.type is ActionType.SCREENSHOT
+        response = self._request("GET", "/act", idempotent=idempotent, params=params)
+        return decode_image(response.content, self.image_format)
+
+    def screenshot(self) -> np.ndarray:
+        return self.act(Action(ActionType.SCREENSHOT))
+
+    def progress(self) -> dict[str, Any]:
+        return self._request("GET", "/progress", idempotent=True).json()
+
+    def oracle(self) -> dict[str, Any]:
+        """Privileged state (target rows, element boxes): for experts and tests only."""
+        return self._request("GET", "/oracle", idempotent=True).json()
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def _detail(response: requests.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:500]
+    return str(body.get("detail", body)) if isinstance(body, dict) else str(body)

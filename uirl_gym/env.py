@@ -1,0 +1,308 @@
+"""UIEnv: a computer-use task as a Gymnasium env, on a session from a runtime.
+
+The reward comes from the task's own record (``/progress``), never from pixels. The
+session is kept across episodes (an in-session reset takes well under a second) and
+replaced only when it fails: a failure mid-episode ends that episode truncated with
+``info["error"]``; the next ``reset`` brings up a healthy session.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from uirl_gym.actions import (
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    Action,
+    ActionType,
+    action_space,
+    to_action,
+)
+from uirl_gym.client import InvalidActionError, SessionClient, SessionError, SessionHTTPError
+from uirl_gym.runtimes.base import Runtime, SessionInfo
+
+logger = logging.getLogger(__name__)
+
+MAX_INSTRUCTION_LENGTH = 2048
+_INSTRUCTION_CHARSET = "".join(chr(c) for c in range(32, 127)) + "\n"
+RESET_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """What the reward pays. See docs/env.md for the exact rules.
+
+    Attributes:
+        correct_submission: paid once per target row submitted correctly.
+        wrong_submission: charged (as a negative reward) per submission matching no
+            row, a non-target row, or a target row already submitted.
+        invalid_action: charged per action the env or the server refuses.
+        dense_field: dense mode, the potential per form field that holds a remaining
+            target row's value (the best-matching row counts).
+        dense_cell: dense mode, the potential of a selected sheet cell that lies in a
+            remaining target row.
+    """
+
+    correct_submission: float = 1.0
+    wrong_submission: float = 1.0
+    invalid_action: float = 0.1
+    dense_field: float = 0.1
+    dense_cell: float = 0.05
+
+
+def observation_space() -> spaces.Dict:
+    """``{"screenshot": uint8 (800, 1280, 3), "instruction": Text}``."""
+    return spaces.Dict(
+        {
+            "screenshot": spaces.Box(0, 255, (SCREEN_HEIGHT, SCREEN_WIDTH, 3), dtype=np.uint8),
+            "instruction": spaces.Text(
+                max_length=MAX_INSTRUCTION_LENGTH, min_length=0, charset=_INSTRUCTION_CHARSET
+            ),
+        }
+    )
+
+
+class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
+    """A computer-use task on a remote browser session.
+
+    Attributes:
+        observation_space: see :func:`observation_space`.
+        action_space: see :func:`uirl_gym.actions.action_space`; ``step`` also takes an
+            :class:`~uirl_gym.actions.Action` or a plain dict.
+        reward_mode: ``"sparse"`` (submissions only) or ``"dense"`` (plus shaping).
+        session: the session in use (None before the first reset).
+
+    Methods:
+        reset(seed=None, options=None): options ``rows`` (0-based data rows to copy),
+            ``num_rows`` (how many random rows), ``data_seed``, ``num_data_rows``.
+        step(action): act, then reward from the task's record.
+        oracle(): privileged state for scripted experts (never part of observations).
+        close(): give the session back; stop the runtime if this env made it.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
+
+    def __init__(
+        self,
+        render_mode: str | None = None,
+        *,
+        runtime: Runtime | None = None,
+        base_url: str | None = None,
+        reward_mode: Literal["sparse", "dense"] = "sparse",
+        rewards: RewardConfig | None = None,
+        image_format: Literal["png", "jpeg", "raw"] = "raw",
+        step_timeout_s: float = 30.0,
+        default_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")
+        if reward_mode not in ("sparse", "dense"):
+            raise ValueError(f"reward_mode: expected 'sparse' or 'dense', got {reward_mode!r}")
+        if runtime is not None and base_url is not None:
+            raise ValueError("give a runtime or a base_url, not both")
+        self.render_mode = render_mode
+        self.reward_mode = reward_mode
+        self.rewards = rewards or RewardConfig()
+        self.image_format = image_format
+        self.step_timeout_s = step_timeout_s
+        self.default_options = dict(default_options or {})
+        self.observation_space = observation_space()
+        self.action_space = action_space()
+        self._base_url = base_url
+        self._runtime = runtime
+        self._owns_runtime = False
+        self.session: SessionInfo | None = None
+        self._client: SessionClient | None = None
+        self._obs: dict[str, Any] | None = None
+        self._episode: _EpisodeRecord | None = None
+
+    # -- sessions --------------------------------------------------------------------
+
+    def _ensure_session(self) -> SessionClient:
+        if self._client is not None:
+            return self._client
+        if self._base_url is not None:
+            self.session = SessionInfo(session_id=self._base_url, base_url=self._base_url)
+        else:
+            if self._runtime is None:
+                from uirl_gym.runtimes.local import LocalRuntime
+
+                self._runtime = LocalRuntime()
+                self._owns_runtime = True
+            self.session = self._runtime.acquire()
+        self._client = SessionClient(
+            self.session.base_url,
+            read_timeout_s=self.step_timeout_s,
+            image_format=self.image_format,
+        )
+        return self._client
+
+    def _drop_session(self, healthy: bool) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self._runtime is not None and self.session is not None:
+            self._runtime.release(self.session, healthy=healthy)
+        self._client = None
+        self.session = None
+
+    # -- gym API ---------------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        task_seed = int(self.np_random.integers(2**31))
+        task_options = {**self.default_options, **(options or {})}
+        for attempt in range(1, RESET_ATTEMPTS + 1):
+            client = self._ensure_session()
+            t0 = time.perf_counter()
+            try:
+                started = client.reset(task_seed, task_options)
+                screenshot = client.screenshot()
+                progress = client.progress()
+                break
+            except SessionHTTPError as exc:
+                raise ValueError(f"reset refused: {exc.detail}") from None
+            except SessionError as exc:
+                logger.warning("reset failed on %s (attempt %d): %s", self.session, attempt, exc)
+                self._drop_session(healthy=False)
+                if attempt == RESET_ATTEMPTS:
+                    raise
+        self._obs = {"screenshot": screenshot, "instruction": started["instruction"]}
+        self._episode = _EpisodeRecord(target_rows=list(progress["target_rows"]))
+        self._episode.potential = self._potential() if self.reward_mode == "dense" else 0.0
+        info = {
+            "target_rows": list(progress["target_rows"]),
+            "progress": progress,
+            "session_id": self.session.session_id if self.session else None,
+            "episode": started["episode"],
+            "task_seed": task_seed,
+            "reset_time_s": time.perf_counter() - t0,
+        }
+        return self._obs, info
+
+    def step(
+        self, action: Action | Mapping[str, Any]
+    ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        if self._episode is None or self._obs is None:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        episode = self._episode
+        info: dict[str, Any] = {}
+        reward = 0.0
+        t0 = time.perf_counter()
+        try:
+            parsed = to_action(action).validate()
+        except (ValueError, TypeError) as exc:
+            return self._invalid(f"{type(exc).__name__}: {exc}", info)
+        if parsed.type is ActionType.FINISH:
+            info.update(self._status(episode))
+            return self._obs, 0.0, True, False, info
+        client = self._ensure_session()
+        try:
+            screenshot = client.act(parsed)
+            info["env_act_time_s"] = time.perf_counter() - t0
+            progress = client.progress()
+            potential = self._potential() if self.reward_mode == "dense" else 0.0
+        except InvalidActionError as exc:
+            return self._invalid(exc.detail, info)
+        except SessionError as exc:
+            logger.warning("session %s failed mid-episode: %s", self.session, exc)
+            self._drop_session(healthy=False)
+            info.update(self._status(episode), error=f"{type(exc).__name__}: {exc}")
+            return self._obs, 0.0, False, True, info
+        reward += self._submission_reward(episode, progress)
+        reward += potential - episode.potential
+        episode.potential = potential
+        self._obs = {"screenshot": screenshot, "instruction": self._obs["instruction"]}
+        terminated = set(episode.target_rows) <= episode.submitted_targets
+        info.update(self._status(episode), progress=progress)
+        info["env_time_s"] = time.perf_counter() - t0
+        return self._obs, reward, terminated, False, info
+
+    def _invalid(self, message: str, info: dict[str, Any]) -> tuple[Any, ...]:
+        assert self._episode is not None
+        info.update(self._status(self._episode), invalid_action=message)
+        return self._obs, -self.rewards.invalid_action, False, False, info
+
+    @staticmethod
+    def _status(episode: _EpisodeRecord) -> dict[str, Any]:
+        all_in = set(episode.target_rows) <= episode.submitted_targets
+        return {
+            "is_success": all_in and episode.num_wrong == 0,
+            "num_correct": len(episode.submitted_targets),
+            "num_wrong": episode.num_wrong,
+        }
+
+    def _submission_reward(self, episode: _EpisodeRecord, progress: Mapping[str, Any]) -> float:
+        """Pay for submissions made since the last step, from the task's record."""
+        reward = 0.0
+        matched = progress["submitted_row_indices"]
+        for row in matched[episode.num_matched_seen :]:
+            if row in episode.target_rows and row not in episode.submitted_targets:
+                episode.submitted_targets.add(row)
+                reward += self.rewards.correct_submission
+            else:
+                episode.num_wrong += 1
+                reward -= self.rewards.wrong_submission
+        new_incorrect = progress["num_incorrect_submissions"] - episode.num_incorrect_seen
+        episode.num_wrong += new_incorrect
+        reward -= self.rewards.wrong_submission * new_incorrect
+        episode.num_matched_seen = len(matched)
+        episode.num_incorrect_seen = progress["num_incorrect_submissions"]
+        return reward
+
+    def _potential(self) -> float:
+        """Dense-mode potential: form fields and selected cell that match a remaining row."""
+        assert self._episode is not None and self._client is not None
+        o = self._client.oracle()
+        remaining = [
+            values
+            for row, values in zip(o["target_rows"], o["target_values"], strict=True)
+            if row not in self._episode.submitted_targets
+        ]
+        if o["view"] != "form" or not remaining:
+            fields = 0
+        else:
+            current = [
+                o["inputs"][k]["value"].strip() for k in ("first_name", "last_name", "email")
+            ]
+            fields = max(sum(a == b for a, b in zip(current, v, strict=True)) for v in remaining)
+        cell = o["selected_cell"]
+        remaining_rows = set(o["target_rows"]) - self._episode.submitted_targets
+        on_target = cell is not None and cell["data_index"] in remaining_rows
+        return self.rewards.dense_field * fields + self.rewards.dense_cell * on_target
+
+    def oracle(self) -> dict[str, Any]:
+        """The task's privileged state (target values, element boxes): for experts only."""
+        return self._ensure_session().oracle()
+
+    def render(self) -> np.ndarray | None:
+        if self.render_mode == "rgb_array" and self._obs is not None:
+            return self._obs["screenshot"]
+        return None
+
+    def close(self) -> None:
+        self._drop_session(healthy=True)
+        if self._owns_runtime and self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
+            self._owns_runtime = False
+        super().close()
+
+
+@dataclass
+class _EpisodeRecord:
+    target_rows: list[int]
+    submitted_targets: set[int] = field(default_factory=set)
+    num_wrong: int = 0
+    num_matched_seen: int = 0
+    num_incorrect_seen: int = 0
+    potential: float = 0.0

@@ -1,0 +1,308 @@
+"""The local runtime: session servers as subprocesses on 127.0.0.1.
+
+Each session is ``python -m uirl_gym.server --port 0`` in its own process group; the
+server picks a free port and writes it to a port file, so no two sessions race for a
+port. Sessions are stopped on :meth:`LocalRuntime.close`, at interpreter exit, on
+SIGINT/SIGTERM, and by the servers themselves if this process dies (``--parent-pid``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from uirl_gym.runtimes.base import RuntimeClosedError, SessionInfo, SessionStartError
+
+logger = logging.getLogger(__name__)
+
+LOG_TAIL_LINES = 30
+STOP_GRACE_S = 5.0
+
+
+@dataclass
+class LocalRuntimeConfig:
+    """Settings of the local runtime.
+
+    Attributes:
+        browser: Chromium executable passed to the servers (None: each server searches).
+        task: the task id the servers run.
+        startup_timeout_s: how long a server may take to become ready.
+        log_dir: where server logs go (a temporary folder when None).
+        python: the interpreter that runs the servers.
+        extra_args: more ``python -m uirl_gym.server`` arguments.
+    """
+
+    browser: str | None = None
+    task: str = "simple_data_entry"
+    startup_timeout_s: float = 30.0
+    log_dir: str | None = None
+    python: str = sys.executable
+    extra_args: Sequence[str] = field(default_factory=tuple)
+
+
+@dataclass
+class _LocalSession:
+    info: SessionInfo
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+
+_LIVE_RUNTIMES: weakref.WeakSet[LocalRuntime] = weakref.WeakSet()
+_HANDLERS_INSTALLED = False
+
+
+def _close_all_runtimes() -> None:
+    for runtime in list(_LIVE_RUNTIMES):
+        runtime.close()
+
+
+def _install_exit_handlers() -> None:
+    """Stop sessions at exit and on SIGINT/SIGTERM (then defer to earlier handlers)."""
+    global _HANDLERS_INSTALLED
+    if _HANDLERS_INSTALLED:
+        return
+    _HANDLERS_INSTALLED = True
+    atexit.register(_close_all_runtimes)
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set from the main thread; atexit still holds
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+
+        def handler(sig: int, frame: object, previous: object = previous) -> None:
+            _close_all_runtimes()
+            if callable(previous):
+                previous(sig, frame)
+            elif previous == signal.SIG_DFL:
+                signal.signal(sig, signal.SIG_DFL)
+                os.kill(os.getpid(), sig)
+
+        signal.signal(signum, handler)
+
+
+class LocalRuntime:
+    """Session servers as local subprocesses.
+
+    Methods:
+        acquire: a ready session (an idle one if any, else a new server).
+        release: keep a healthy session for reuse; stop an unhealthy one.
+        start_many: start n servers concurrently (they are then idle, ready to acquire).
+        close: stop every server and its Chromium.
+    """
+
+    def __init__(self, config: LocalRuntimeConfig | None = None) -> None:
+        self.config = config or LocalRuntimeConfig()
+        self._lock = threading.Lock()
+        self._sessions: dict[str, _LocalSession] = {}
+        self._idle: list[str] = []
+        self._closed = False
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if self.config.log_dir:
+            self.log_dir = Path(self.config.log_dir)
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+        else:
+            self._tmp = tempfile.TemporaryDirectory(prefix="uirl-sessions-")
+            self.log_dir = Path(self._tmp.name)
+        _LIVE_RUNTIMES.add(self)
+        _install_exit_handlers()
+
+    def acquire(self, timeout_s: float | None = None) -> SessionInfo:
+        with self._lock:
+            if self._closed:
+                raise RuntimeClosedError("this LocalRuntime is closed")
+            if self._idle:
+                return self._sessions[self._idle.pop()].info
+        return self._start(timeout_s).info
+
+    def release(self, session: SessionInfo, *, healthy: bool = True) -> None:
+        with self._lock:
+            known = session.session_id in self._sessions
+            if healthy and known and not self._closed:
+                self._idle.append(session.session_id)
+                return
+            entry = self._sessions.pop(session.session_id, None)
+        if entry is not None:
+            self._stop(entry)
+        elif not known:
+            logger.debug("release of unknown session %s", session.session_id)
+
+    def start_many(self, n: int, timeout_s: float | None = None) -> None:
+        """Start ``n`` servers concurrently; they wait idle for :meth:`acquire`."""
+        with ThreadPoolExecutor(max_workers=max(1, n)) as pool:
+            started = list(pool.map(lambda _: self._start(timeout_s), range(n)))
+        with self._lock:
+            self._idle.extend(s.info.session_id for s in started)
+
+    def pid(self, session: SessionInfo) -> int:
+        """The server process id of a session (for tests and memory measurements)."""
+        return self._sessions[session.session_id].process.pid
+
+    def log_path(self, session: SessionInfo) -> Path:
+        return self._sessions[session.session_id].log_path
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            entries = list(self._sessions.values())
+            self._sessions.clear()
+            self._idle.clear()
+        for entry in entries:
+            self._stop(entry)
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> LocalRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _start(self, timeout_s: float | None) -> _LocalSession:
+        session_id = uuid.uuid4().hex[:12]
+        port_file = self.log_dir / f"{session_id}.port"
+        log_path = self.log_dir / f"{session_id}.log"
+        cmd = [
+            self.config.python,
+            "-m",
+            "uirl_gym.server",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--session-id",
+            session_id,
+            "--task",
+            self.config.task,
+            "--parent-pid",
+            str(os.getpid()),
+            "--log-level",
+            "warning",
+            *self.config.extra_args,
+        ]
+        if self.config.browser:
+            cmd += ["--browser", self.config.browser]
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        entry = _LocalSession(SessionInfo(session_id, ""), process, log_path)
+        with self._lock:
+            self._sessions[session_id] = entry
+        try:
+            entry.info = SessionInfo(session_id, self._wait_ready(entry, port_file, timeout_s))
+        except BaseException:
+            with self._lock:
+                self._sessions.pop(session_id, None)
+            self._stop(entry)
+            raise
+        logger.info("session %s ready at %s", session_id, entry.info.base_url)
+        return entry
+
+    def _wait_ready(self, entry: _LocalSession, port_file: Path, timeout_s: float | None) -> str:
+        timeout_s = self.config.startup_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        base_url = None
+        while time.monotonic() < deadline:
+            if entry.process.poll() is not None:
+                raise SessionStartError(
+                    f"session server exited with code {entry.process.returncode} "
+                    f"before it was ready; log {entry.log_path}:\n{self._tail(entry)}"
+                )
+            if base_url is None and port_file.exists():
+                base_url = f"http://127.0.0.1:{port_file.read_text().strip()}"
+            if base_url is not None:
+                try:
+                    if requests.get(base_url + "/", timeout=2).status_code == 200:
+                        return base_url
+                except requests.RequestException:
+                    pass
+            time.sleep(0.05)
+        raise SessionStartError(
+            f"session server not ready after {timeout_s:.0f}s; log {entry.log_path}:\n"
+            f"{self._tail(entry)}"
+        )
+
+    @staticmethod
+    def _tail(entry: _LocalSession) -> str:
+        try:
+            lines = entry.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            return "(no log)"
+        return "\n".join(lines[-LOG_TAIL_LINES:])
+
+    @staticmethod
+    def _stop(entry: _LocalSession) -> None:
+        """SIGTERM (the server closes Chromium), then SIGKILL what is left of the group."""
+        process = entry.process
+        # Collected first: once the server is gone its children are re-parented.
+        family = [process.pid, *descendant_pids(process.pid)]
+        if process.poll() is None:
+            try:
+                process.terminate()
+                process.wait(timeout=STOP_GRACE_S)
+            except subprocess.TimeoutExpired:
+                logger.warning("session %s ignored SIGTERM; killing it", entry.info.session_id)
+            except ProcessLookupError:
+                pass
+        for pid in family:
+            _kill_group(pid)
+        try:
+            process.wait(timeout=STOP_GRACE_S)
+        except subprocess.TimeoutExpired:
+            logger.warning("session %s did not exit after SIGKILL", entry.info.session_id)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def descendant_pids(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (from /proc; empty where /proc is missing)."""
+    children: dict[int, list[int]] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name may hold spaces and parentheses: the ppid follows the last ')'.
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out

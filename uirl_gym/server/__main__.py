@@ -1,0 +1,104 @@
+"""``python -m uirl_gym.server``: run one session server.
+
+Binds the listening socket before start-up so that ``--port 0`` works (the chosen
+port is written to ``--port-file``) and the browser can load the task app from the
+server as soon as it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+
+import uvicorn
+
+from uirl_gym.server.app import ServerConfig, create_app
+from uirl_gym.server.browser import BrowserNotFoundError
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m uirl_gym.server", description=__doc__)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
+    p.add_argument("--port-file", help="write the bound port here once listening")
+    p.add_argument("--task", default="simple_data_entry")
+    p.add_argument("--browser", help="Chromium executable (default: $UIRL_CHROMIUM, then search)")
+    p.add_argument("--session-id", default=os.environ.get("UIRL_SESSION_ID"))
+    p.add_argument("--headed", action="store_true", help="show the browser window")
+    p.add_argument("--initial-seed", type=int, default=0)
+    p.add_argument(
+        "--initial-options", default="{}", help="JSON reset options of the start-up episode"
+    )
+    p.add_argument("--log-level", default="info")
+    p.add_argument(
+        "--parent-pid",
+        type=int,
+        help="exit when this process is gone (set by the local runtime: no orphans)",
+    )
+    return p.parse_args(argv)
+
+
+def _exit_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
+    def watch() -> None:
+        while True:
+            time.sleep(poll_s)
+            if os.getppid() != parent_pid:
+                # SIGTERM makes uvicorn shut down cleanly, closing Chromium.
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Accepted connections inherit this: without it, a keep-alive client waits ~40 ms
+    # per response (Nagle + delayed ACK on split header/body writes).
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((args.host, args.port))
+    sock.listen(128)
+    port = sock.getsockname()[1]
+    config = ServerConfig(
+        host=args.host,
+        port=port,
+        task=args.task,
+        browser=args.browser,
+        session_id=args.session_id,
+        headless=not args.headed,
+        initial_seed=args.initial_seed,
+        initial_options=json.loads(args.initial_options),
+    )
+    try:
+        app = create_app(config)
+    except (BrowserNotFoundError, ValueError) as exc:
+        logging.getLogger(__name__).error("%s", exc)
+        return 2
+    if args.port_file:
+        tmp = f"{args.port_file}.tmp"
+        with open(tmp, "w") as f:
+            f.write(str(port))
+        os.replace(tmp, args.port_file)
+    if args.parent_pid:
+        _exit_with_parent(args.parent_pid)
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5)
+    )
+    server.run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,350 @@
+"""One Chromium per session, driven by Playwright: launch, episodes, input, capture.
+
+Why the shape:
+- One browser per session: the native clipboard is shared by every context of a
+  browser and isolated between browsers, so two sessions must never share one.
+- Every episode gets a fresh browser context (no cookies, storage, focus or form state
+  carries over). The next episode's context is prepared in the background while the
+  current one runs (a new context + page + app load costs ~200 ms), so ``reset`` only
+  renders the episode's data into an already-loaded page.
+- Capture uses CDP ``Page.captureScreenshot`` with ``optimizeForSpeed`` (about half the
+  cost of ``page.screenshot``). The caret is hidden by the task's CSS, so frames are
+  deterministic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import enum
+import io
+import logging
+import os
+import shutil
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from playwright.async_api import (
+    Browser,
+    BrowserContext,
+    CDPSession,
+    Page,
+    Playwright,
+    async_playwright,
+)
+from playwright.async_api import Error as PlaywrightError
+
+from uirl_gym.actions import (
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    SCROLL_NOTCH_PX,
+    Action,
+    ActionType,
+    parse_keys,
+)
+
+logger = logging.getLogger(__name__)
+
+BROWSER_ENV_VAR = "UIRL_CHROMIUM"
+# Chromium binaries on PATH, most specific first. Debian's /usr/bin/chromium is a shell
+# wrapper: when it is found, the real binary next to its libraries is used instead.
+SYSTEM_BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+DEBIAN_REAL_BINARY = Path("/usr/lib/chromium/chromium")
+CHROMIUM_ARGS = (
+    "--disable-dev-shm-usage",
+    "--disable-gpu",
+    "--disable-extensions",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--font-render-hinting=none",
+    "--disable-smooth-scrolling",
+)
+
+
+class BrowserNotFoundError(RuntimeError):
+    """No Chromium could be found; the message says how to install one."""
+
+
+class ImageFormat(enum.StrEnum):
+    PNG = "png"
+    JPEG = "jpeg"
+    RAW = "raw"
+
+
+def find_browser(explicit: str | None = None) -> str:
+    """The Chromium executable to launch.
+
+    Order: ``explicit``, then ``$UIRL_CHROMIUM``, then Playwright's own download, then a
+    system Chromium/Chrome on PATH.
+
+    Raises:
+        BrowserNotFoundError: none found, or an explicit path that does not exist.
+    """
+    for source, path in (
+        ("--browser", explicit),
+        (BROWSER_ENV_VAR, os.environ.get(BROWSER_ENV_VAR)),
+    ):
+        if path:
+            if not os.access(path, os.X_OK):
+                raise BrowserNotFoundError(f"{source}={path!r} is not an executable file")
+            return path
+    playwright_path = _playwright_chromium_path()
+    if playwright_path:
+        return playwright_path
+    for name in SYSTEM_BROWSER_NAMES:
+        found = shutil.which(name)
+        if found:
+            if _is_shell_script(found) and DEBIAN_REAL_BINARY.exists():
+                return str(DEBIAN_REAL_BINARY)
+            return found
+    raise BrowserNotFoundError(
+        "No Chromium found. Install one of: `python -m playwright install chromium`, "
+        "Debian/Ubuntu `apt-get install chromium`, or point "
+        f"${BROWSER_ENV_VAR} (or --browser) at a Chromium/Chrome executable."
+    )
+
+
+def _playwright_chromium_path() -> str | None:
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            path = p.chromium.executable_path
+    except Exception as exc:  # Playwright may be unable to compute a path on odd hosts
+        logger.debug("no Playwright browser path: %s", exc)
+        return None
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def _is_shell_script(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"#!"
+
+
+@dataclass
+class _Tab:
+    """One episode's context, page and CDP session."""
+
+    context: BrowserContext
+    page: Page
+    cdp: CDPSession
+
+
+class BrowserSession:
+    """A Chromium process and the page the agent acts on.
+
+    Attributes:
+        app_url: the task app's URL (served by the session server).
+        alive: False once Chromium has disconnected.
+
+    Methods:
+        start / stop: launch and close Chromium.
+        new_episode: switch to a fresh context and render the episode's app state.
+        act: perform an action, wait for the page to settle, return nothing.
+        capture: the current screen as PNG / JPEG / raw RGB bytes.
+        inspect: the task app's privileged page state (element boxes, values).
+    """
+
+    def __init__(self, app_url: str, executable_path: str, headless: bool = True) -> None:
+        self.app_url = app_url
+        self.executable_path = executable_path
+        self.headless = headless
+        self._playwright: Playwright | None = None
+        self._browser: Browser | None = None
+        self._tab: _Tab | None = None
+        self._spare: asyncio.Task[_Tab] | None = None
+        self._closing: set[asyncio.Task[Any]] = set()
+        self.alive = False
+        self.launches = 0
+
+    async def start(self) -> None:
+        if self._playwright is None:
+            self._playwright = await async_playwright().start()
+        t0 = time.perf_counter()
+        self._browser = await self._playwright.chromium.launch(
+            executable_path=self.executable_path,
+            headless=self.headless,
+            args=list(CHROMIUM_ARGS),
+            # Headless hides scrollbars by default; the agent needs to see that the
+            # sheet scrolls.
+            ignore_default_args=["--hide-scrollbars"],
+        )
+        self._browser.on("disconnected", self._on_disconnected)
+        self.alive = True
+        self.launches += 1
+        logger.info("Chromium up in %.2fs (%s)", time.perf_counter() - t0, self.executable_path)
+
+    def _on_disconnected(self, _browser: Browser) -> None:
+        logger.warning("Chromium disconnected")
+        self.alive = False
+
+    async def restart(self) -> None:
+        """Replace a dead (or live) Chromium with a new one."""
+        await self._close_browser()
+        await self.start()
+
+    async def stop(self) -> None:
+        await self._close_browser()
+        if self._playwright is not None:
+            await self._playwright.stop()
+            self._playwright = None
+
+    async def _close_browser(self) -> None:
+        if self._spare is not None:
+            self._spare.cancel()
+            self._spare = None
+        self._tab = None
+        if self._browser is not None:
+            try:
+                await self._browser.close()
+            except Exception as exc:
+                logger.warning("closing Chromium failed: %s", exc)
+            self._browser = None
+        self.alive = False
+
+    async def _new_tab(self) -> _Tab:
+        assert self._browser is not None
+        context = await self._browser.new_context(
+            viewport={"width": SCREEN_WIDTH, "height": SCREEN_HEIGHT},
+            device_scale_factor=1,
+            locale="en-US",
+            timezone_id="UTC",
+            color_scheme="light",
+            reduced_motion="reduce",
+        )
+        await context.grant_permissions(["clipboard-read", "clipboard-write"])
+        page = await context.new_page()
+        await page.goto(self.app_url, wait_until="load")
+        cdp = await context.new_cdp_session(page)
+        return _Tab(context=context, page=page, cdp=cdp)
+
+    async def new_episode(self, app_state: dict[str, Any]) -> None:
+        """Move to a fresh context and render ``app_state`` in it; clear the clipboard."""
+        if not self.alive:
+            raise RuntimeError("Chromium is not running")
+        spare, self._spare = self._spare, None
+        tab = None
+        if spare is not None:
+            try:
+                tab = await spare
+            except PlaywrightError as exc:
+                logger.warning("the prepared context failed (%s); making a new one", exc)
+        if tab is None:
+            tab = await self._new_tab()
+        old, self._tab = self._tab, tab
+        if old is not None:
+            self._close_in_background(old.context.close())
+        await tab.page.evaluate(
+            "async (state) => { window.uirlLoad(state); await navigator.clipboard.writeText(''); }",
+            app_state,
+        )
+        self._spare = asyncio.create_task(self._new_tab())
+
+    def _close_in_background(self, coro: Awaitable[Any]) -> None:
+        async def close() -> None:
+            try:
+                await coro
+            except Exception as exc:
+                logger.debug("closing an old context failed: %s", exc)
+
+        task = asyncio.create_task(close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    @property
+    def page(self) -> Page:
+        if self._tab is None:
+            raise RuntimeError("no episode: POST /reset first")
+        return self._tab.page
+
+    async def act(self, action: Action) -> None:
+        """Perform a validated action, then wait until the page has settled.
+
+        Settle rule: Playwright's input calls return once the browser has dispatched
+        the event to the page; then any task work the app reports as pending (an
+        in-flight submission) is awaited, and a navigation in progress must reach
+        ``load``. The capture that follows composites a fresh frame.
+        """
+        page = self.page
+        mouse, keyboard = page.mouse, page.keyboard
+        t = action.type
+        handlers: dict[ActionType, Callable[[], Awaitable[None]]] = {
+            ActionType.SCREENSHOT: _noop,
+            ActionType.FINISH: _noop,
+            ActionType.MOUSE_MOVE: lambda: mouse.move(action.x, action.y),
+            ActionType.LEFT_CLICK: lambda: mouse.click(action.x, action.y),
+            ActionType.RIGHT_CLICK: lambda: mouse.click(action.x, action.y, button="right"),
+            ActionType.DOUBLE_CLICK: lambda: mouse.dblclick(action.x, action.y),
+            ActionType.TRIPLE_CLICK: lambda: mouse.click(action.x, action.y, click_count=3),
+            ActionType.TYPE: lambda: keyboard.type(action.text or ""),
+            ActionType.KEYS: lambda: keyboard.press(parse_keys(action.keys or "")),
+            ActionType.SCROLL: lambda: self._scroll(action),
+        }
+        await handlers[t]()
+        if t not in (ActionType.SCREENSHOT, ActionType.FINISH):
+            await self._settle()
+
+    async def _scroll(self, action: Action) -> None:
+        page = self.page
+        if action.x is not None:
+            await page.mouse.move(action.x, action.y)
+        px = action.scroll_amount * SCROLL_NOTCH_PX
+        dx, dy = {
+            "up": (0, -px),
+            "down": (0, px),
+            "left": (-px, 0),
+            "right": (px, 0),
+        }[action.direction.value]  # type: ignore[union-attr]
+        await page.mouse.wheel(dx, dy)
+        # The wheel scroll is applied on the compositor after the event is dispatched.
+        await self.settle_frame()
+
+    async def _settle(self) -> None:
+        page = self.page
+        await page.evaluate(
+            """async () => {
+                const t0 = performance.now();
+                while (window.uirlPending && window.uirlPending() > 0
+                       && performance.now() - t0 < 5000) {
+                    await new Promise((r) => setTimeout(r, 2));
+                }
+            }"""
+        )
+        await page.wait_for_load_state("load")
+
+    async def settle_frame(self) -> None:
+        """Wait until a frame has been produced after this call (two animation frames)."""
+        await self.page.evaluate(
+            "() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+        )
+
+    async def capture(self, fmt: ImageFormat = ImageFormat.PNG, jpeg_quality: int = 90) -> bytes:
+        """The screen now, as PNG, JPEG or raw RGB (height x width x 3, row-major)."""
+        if self._tab is None:
+            raise RuntimeError("no episode: POST /reset first")
+        params: dict[str, Any] = {"format": "png", "optimizeForSpeed": True}
+        if fmt is ImageFormat.JPEG:
+            params = {"format": "jpeg", "quality": jpeg_quality, "optimizeForSpeed": True}
+        result = await self._tab.cdp.send("Page.captureScreenshot", params)
+        data = base64.b64decode(result["data"])
+        if fmt is ImageFormat.RAW:
+            return _png_to_rgb(data)
+        return data
+
+    async def inspect(self) -> dict[str, Any]:
+        return await self.page.evaluate("() => window.uirlInspect()")
+
+
+async def _noop() -> None:
+    return None
+
+
+def _png_to_rgb(png: bytes) -> bytes:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as img:
+        return img.convert("RGB").tobytes()

@@ -1,0 +1,62 @@
+"""The task contract: what the session server needs from a task.
+
+A task owns its episode state (data, targets, the record of what was done), renders
+its web app, and reports progress from its own record, never from pixels. The session
+server is task-agnostic: it serves :meth:`Task.page_html` at ``/task/app``, forwards
+the app's ``POST /task/event`` bodies to :meth:`Task.handle_event`, and answers
+``/progress`` with :meth:`Task.progress`.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from typing import Any
+
+
+class TaskOptionsError(ValueError):
+    """The reset options are not valid for this task."""
+
+
+class Task(abc.ABC):
+    """One kind of task, with the state of its current episode.
+
+    Attributes:
+        name: the task's id, e.g. ``simple_data_entry``.
+        episode_id: increases with every reset; events from older episodes are ignored.
+    """
+
+    name: str
+    episode_id: int = 0
+
+    @abc.abstractmethod
+    def reset(self, seed: int | None, options: Mapping[str, Any]) -> dict[str, Any]:
+        """Start a new episode.
+
+        Returns:
+            ``{"instruction": str, "app_state": dict}``: the text for the agent and
+            the JSON the web app renders (passed to the page's ``uirlLoad``).
+
+        Raises:
+            TaskOptionsError: unknown or invalid options.
+        """
+
+    @abc.abstractmethod
+    def page_html(self) -> str:
+        """The web app's page: static, the episode's data arrives via ``uirlLoad``."""
+
+    @abc.abstractmethod
+    def handle_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
+        """Record an event posted by the web app (e.g. a form submission)."""
+
+    @abc.abstractmethod
+    def progress(self) -> dict[str, Any]:
+        """The task's record of the episode so far (JSON)."""
+
+    @abc.abstractmethod
+    def oracle(self, page_state: Mapping[str, Any]) -> dict[str, Any]:
+        """Privileged state for scripted experts and tests.
+
+        Args:
+            page_state: what the app's ``uirlInspect()`` returned (element boxes, values).
+        """
