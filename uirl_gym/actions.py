@@ -289,7 +289,8 @@ class Action:
         """This action in the layout of :func:`action_space` (unused fields zeroed)."""
         return {
             "action_type": ACTION_TYPES.index(self.type),
-            "point": np.array([self.x or 0, self.y or 0], dtype=np.int64),
+            "x": self.x or 0,
+            "y": self.y or 0,
             "text": self.text or "",
             "keys": self.keys or "",
             "direction": SCROLL_DIRECTIONS.index(self.direction) if self.direction else 0,
@@ -303,18 +304,16 @@ _TEXT_CHARSET = "".join(chr(c) for c in range(32, 127))
 def action_space(seed: int | None = None) -> spaces.Dict:
     """The Gymnasium action space: a ``Dict`` of every field an action can carry.
 
-    ``action_type`` indexes :data:`ACTION_TYPES`; ``point`` is (x, y) in screen pixels;
+    ``action_type`` indexes :data:`ACTION_TYPES`; ``x`` and ``y`` are screen pixels
+    (``Discrete``: pixels are integers, and a pixel Box would be a badly scaled one);
     ``direction`` indexes :data:`SCROLL_DIRECTIONS`; fields the type does not use are
     ignored. :func:`to_action` turns a sample into an :class:`Action`.
     """
     return spaces.Dict(
         {
             "action_type": spaces.Discrete(len(ACTION_TYPES)),
-            "point": spaces.Box(
-                low=np.array([0, 0]),
-                high=np.array([SCREEN_WIDTH - 1, SCREEN_HEIGHT - 1]),
-                dtype=np.int64,
-            ),
+            "x": spaces.Discrete(SCREEN_WIDTH),
+            "y": spaces.Discrete(SCREEN_HEIGHT),
             "text": spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=_TEXT_CHARSET),
             "keys": spaces.Text(max_length=MAX_KEYS_LENGTH, min_length=0, charset=_TEXT_CHARSET),
             "direction": spaces.Discrete(len(SCROLL_DIRECTIONS)),
@@ -326,7 +325,7 @@ def action_space(seed: int | None = None) -> spaces.Dict:
 
 def _from_space_sample(sample: Mapping[str, Any]) -> Action:
     action_type = ACTION_TYPES[int(sample["action_type"])]
-    x, y = (int(v) for v in np.asarray(sample["point"]).reshape(2))
+    x, y = int(sample["x"]), int(sample["y"])
     fields: dict[str, Any] = {"type": action_type}
     if action_type in POINTER_ACTIONS:
         fields |= {"x": x, "y": y}
@@ -355,7 +354,7 @@ def to_action(value: Action | Mapping[str, Any]) -> Action:
         raise ValueError(
             f"Expected an Action, an action-space sample or a dict, got {type(value).__name__}"
         )
-    if "point" in value:
+    if isinstance(value.get("action_type"), int | np.integer):
         return _from_space_sample(value)
     fields = dict(value)
     if "action_type" in fields:

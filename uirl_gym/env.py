@@ -123,6 +123,9 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._client: SessionClient | None = None
         self._obs: dict[str, Any] | None = None
         self._episode: _EpisodeRecord | None = None
+        # Wall times of the last reset or step (kept out of info, which must be
+        # deterministic for a given seed and actions).
+        self.timings: dict[str, float] = {}
 
     # -- sessions --------------------------------------------------------------------
 
@@ -181,12 +184,10 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._episode.potential = self._potential() if self.reward_mode == "dense" else 0.0
         info = {
             "target_rows": list(progress["target_rows"]),
-            "progress": progress,
-            "session_id": self.session.session_id if self.session else None,
-            "episode": started["episode"],
+            "progress": _task_record(progress),
             "task_seed": task_seed,
-            "reset_time_s": time.perf_counter() - t0,
         }
+        self.timings = {"reset_s": time.perf_counter() - t0}
         return self._obs, info
 
     def step(
@@ -208,7 +209,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         client = self._ensure_session()
         try:
             screenshot = client.act(parsed)
-            info["env_act_time_s"] = time.perf_counter() - t0
+            t_act = time.perf_counter()
             progress = client.progress()
             potential = self._potential() if self.reward_mode == "dense" else 0.0
         except InvalidActionError as exc:
@@ -223,8 +224,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         episode.potential = potential
         self._obs = {"screenshot": screenshot, "instruction": self._obs["instruction"]}
         terminated = set(episode.target_rows) <= episode.submitted_targets
-        info.update(self._status(episode), progress=progress)
-        info["env_time_s"] = time.perf_counter() - t0
+        info.update(self._status(episode), progress=_task_record(progress))
+        self.timings = {"act_s": t_act - t0, "step_s": time.perf_counter() - t0}
         return self._obs, reward, terminated, False, info
 
     def _invalid(self, message: str, info: dict[str, Any]) -> tuple[Any, ...]:
@@ -296,6 +297,11 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             self._runtime = None
             self._owns_runtime = False
         super().close()
+
+
+def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:
+    """The task's record without session bookkeeping (the episode counter)."""
+    return {k: v for k, v in progress.items() if k != "episode"}
 
 
 @dataclass

@@ -166,6 +166,11 @@ class LocalRuntime:
             self._tmp.cleanup()
             self._tmp = None
 
+    def __deepcopy__(self, memo: dict[int, object]) -> LocalRuntime:
+        # A runtime is a handle on running processes: Gymnasium deep-copies env specs
+        # (whose kwargs hold it), and every copy must mean the same sessions.
+        return self
+
     def __enter__(self) -> LocalRuntime:
         return self
 

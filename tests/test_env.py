@@ -1,0 +1,224 @@
+"""UIEnv through gym.make, on real local sessions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+from gymnasium.wrappers import (
+    RecordEpisodeStatistics,
+    ResizeObservation,
+    TimeLimit,
+    TransformObservation,
+)
+
+import uirl_gym
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.env import UIEnv
+from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
+from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
+
+ENV_ID = "uirl/SimpleDataEntry-v0"
+
+
+@pytest.fixture
+def env(runtime: LocalRuntime) -> Iterator[gym.Env]:
+    e = gym.make(ENV_ID, runtime=runtime)
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+def run_expert(env: gym.Env, seed: int, options: dict, mode: str = "type") -> tuple[float, dict]:
+    obs, info = env.reset(seed=seed, options=options)
+    expert = SimpleDataEntryExpert(mode=mode)
+    total = 0.0
+    while True:
+        action = expert.next_action(env.unwrapped.oracle())
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert "invalid_action" not in info, info
+        total += reward
+        if terminated or truncated:
+            return total, info
+
+
+def test_make_and_check_env(runtime: LocalRuntime) -> None:
+    env = gym.make(ENV_ID, runtime=runtime)
+    assert isinstance(env.unwrapped, UIEnv)
+    assert env.spec.max_episode_steps == uirl_gym.MAX_EPISODE_STEPS
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped, skip_render_check=False)
+    env.close()
+
+
+def test_make_without_importing_uirl_gym() -> None:
+    """Gymnasium's module prefix imports the package (no session starts before reset)."""
+    code = (
+        "import sys, gymnasium as gym\n"
+        "assert 'uirl_gym' not in sys.modules\n"
+        f"env = gym.make('uirl_gym:{ENV_ID}')\n"
+        "print(type(env.unwrapped).__name__, env.spec.max_episode_steps)\n"
+        "env.close()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["UIEnv", str(uirl_gym.MAX_EPISODE_STEPS)]
+
+
+def test_expert_solves_seeded_episodes(env: gym.Env) -> None:
+    """1 to 3 rows, rows below the fold included, both ways of filling fields."""
+    scrolled = 0
+    for seed in range(20):
+        num_rows = 1 + seed % 3
+        options = {"num_rows": num_rows}
+        if seed % 4 == 0:
+            options = {"rows": [80 + seed % 15, *range(num_rows - 1)]}  # far below the fold
+        mode = "copy_paste" if seed % 5 == 0 else "type"
+        total, info = run_expert(env, seed, options, mode)
+        assert info["is_success"], (seed, info)
+        assert total == pytest.approx(len(info["progress"]["target_rows"]))
+        scrolled += max(info["progress"]["target_rows"]) > 27
+    assert scrolled >= 5
+
+
+def test_same_seed_same_episode(env: gym.Env) -> None:
+    obs1, info1 = env.reset(seed=123, options={"num_rows": 2})
+    env.step(Action(ActionType.LEFT_CLICK, 100, 200))
+    obs2, info2 = env.reset(seed=123, options={"num_rows": 2})
+    assert info1["target_rows"] == info2["target_rows"]
+    assert obs1["instruction"] == obs2["instruction"]
+    assert np.array_equal(obs1["screenshot"], obs2["screenshot"])
+    obs3, info3 = env.reset(seed=124, options={"num_rows": 2})
+    assert not np.array_equal(obs1["screenshot"], obs3["screenshot"])
+
+
+def test_rewards_agree_with_progress(env: gym.Env) -> None:
+    """Wrong, repeated and correct submissions: the return equals what /progress implies."""
+    obs, info = env.reset(seed=7, options={"rows": [2, 5]})
+    expert = SimpleDataEntryExpert()
+    total = 0.0
+    oracle = env.unwrapped.oracle()
+    # A wrong submission first: a near-miss of the target's email.
+    first, last, email = oracle["target_values"][0]
+    for field, value in zip(
+        ("first_name", "last_name", "email"), (first, last, email + "x"), strict=True
+    ):
+        x, y, w, h = oracle["inputs"][field]["box"]
+        total += env.step(Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2))[1]
+        total += env.step(Action(ActionType.TYPE, text=value))[1]
+    x, y, w, h = oracle["submit_button"]
+    _, reward, *_ = env.step(Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2))
+    assert reward == -1.0
+    total += reward
+    # Then the expert finishes the job.
+    while True:
+        _, reward, terminated, truncated, info = env.step(
+            expert.next_action(env.unwrapped.oracle())
+        )
+        total += reward
+        if terminated or truncated:
+            break
+    progress = env.unwrapped._client.progress()
+    targets = set(progress["target_rows"])
+    expected = len(targets & set(progress["submitted_row_indices"])) - (
+        progress["num_incorrect_submissions"]
+        + len(progress["submitted_row_indices"])
+        - len(targets & set(progress["submitted_row_indices"]))
+    )
+    assert total == pytest.approx(expected) == pytest.approx(1.0)
+    assert terminated and not info["is_success"]  # all in, but one wrong on the way
+
+
+def test_invalid_and_finish_actions(env: gym.Env) -> None:
+    env.reset(seed=1)
+    _, reward, terminated, truncated, info = env.step({"type": "left_click", "x": 5000, "y": 1})
+    assert reward == -0.1 and not terminated and not truncated
+    assert "x: 5000 is off" in info["invalid_action"]
+    _, reward, *_, info = env.step({"type": "keys", "keys": "ctrl+nope"})
+    assert "unknown key" in info["invalid_action"]
+    _, reward, terminated, _, info = env.step(Action(ActionType.FINISH))
+    assert terminated and reward == 0.0 and info["is_success"] is False
+
+
+def test_random_agent_rewards_stay_in_bounds(runtime: LocalRuntime) -> None:
+    env = gym.make(ENV_ID, runtime=runtime, max_episode_steps=25)
+    env.action_space.seed(0)
+    env.reset(seed=0, options={"num_rows": 1})
+    steps = 0
+    while True:
+        sample = env.action_space.sample()
+        if sample["action_type"] == list(ActionType).index(ActionType.FINISH):
+            continue
+        _, reward, terminated, truncated, info = env.step(sample)
+        assert -1.1 <= reward <= 1.0
+        steps += 1
+        if terminated or truncated:
+            break
+    assert steps == 25 or terminated
+    env.close()
+
+
+def test_dense_reward_pays_for_verified_progress(runtime: LocalRuntime) -> None:
+    env = gym.make(ENV_ID, runtime=runtime, reward_mode="dense")
+    env.reset(seed=3, options={"rows": [1]})
+    oracle = env.unwrapped.oracle()
+    first = oracle["target_values"][0][0]
+    x, y, w, h = oracle["inputs"]["first_name"]["box"]
+    assert env.step(Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2))[1] == 0.0
+    assert env.step(Action(ActionType.TYPE, text=first))[1] == pytest.approx(0.1)
+    assert env.step(Action(ActionType.KEYS, keys="Backspace"))[1] == pytest.approx(-0.1)
+    row = next(r for r in oracle["visible_rows"] if r["data_index"] == 1)
+    cx, cy, cw, ch = row["cells"][2]
+    assert env.step(Action(ActionType.LEFT_CLICK, cx + cw // 2, cy + ch // 2))[1] == pytest.approx(
+        0.05
+    )
+    env.close()
+
+
+def test_gymnasium_wrappers(runtime: LocalRuntime) -> None:
+    env = gym.make(ENV_ID, runtime=runtime, max_episode_steps=3)
+    screenshot_space = env.observation_space["screenshot"]
+    env = TransformObservation(env, lambda obs: obs["screenshot"], screenshot_space)
+    env = ResizeObservation(env, (200, 320))
+    env = RecordEpisodeStatistics(env)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (200, 320, 3)
+    for _ in range(3):
+        obs, _, terminated, truncated, info = env.step(Action(ActionType.SCREENSHOT))
+    assert truncated and info["episode"]["l"] == 3
+    assert isinstance(TimeLimit(env, 10), TimeLimit)
+    env.close()
+
+
+@pytest.mark.parametrize("victim", ["server", "chromium"])
+def test_session_failure_truncates_and_next_reset_recovers(
+    runtime: LocalRuntime, victim: str
+) -> None:
+    env = gym.make(ENV_ID, runtime=runtime)
+    env.reset(seed=0)
+    inner: UIEnv = env.unwrapped
+    server_pid = runtime.pid(inner.session)
+    if victim == "server":
+        os.killpg(server_pid, signal.SIGKILL)
+    else:
+        for pid in descendant_pids(server_pid):
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            if b"chrom" in cmd[0] and not any(a.startswith(b"--type=") for a in cmd):
+                os.kill(pid, signal.SIGKILL)
+    obs, reward, terminated, truncated, info = env.step(Action(ActionType.LEFT_CLICK, 10, 10))
+    assert truncated and not terminated and "error" in info
+    assert obs["screenshot"].shape == (800, 1280, 3)
+    obs, info = env.reset(seed=1)
+    assert obs["screenshot"].shape == (800, 1280, 3)
+    _, _, terminated, truncated, _ = env.step(Action(ActionType.LEFT_CLICK, 10, 10))
+    assert not truncated
+    env.close()
