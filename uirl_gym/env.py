@@ -9,8 +9,10 @@ replaced only when it fails: a failure mid-episode ends that episode truncated w
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -121,6 +123,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._owns_runtime = False
         self.session: SessionInfo | None = None
         self._client: SessionClient | None = None
+        self._replacement: Future[SessionInfo] | None = None
         self._obs: dict[str, Any] | None = None
         self._episode: _EpisodeRecord | None = None
         # Wall times of the last reset or step (kept out of info, which must be
@@ -134,6 +137,9 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             return self._client
         if self._base_url is not None:
             self.session = SessionInfo(session_id=self._base_url, base_url=self._base_url)
+        elif self._replacement is not None:
+            replacement, self._replacement = self._replacement, None
+            self.session = replacement.result()
         else:
             if self._runtime is None:
                 from uirl_gym.runtimes.local import LocalRuntime
@@ -153,6 +159,10 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             self._client.close()
         if self._runtime is not None and self.session is not None:
             self._runtime.release(self.session, healthy=healthy)
+            if not healthy:
+                # Start the replacement now, so that the next reset finds it (nearly)
+                # ready instead of waiting for a cold start.
+                self._replacement = _in_background(self._runtime.acquire)
         self._client = None
         self.session = None
 
@@ -292,11 +302,30 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
 
     def close(self) -> None:
         self._drop_session(healthy=True)
+        if self._replacement is not None and self._runtime is not None:
+            try:
+                self._runtime.release(self._replacement.result(), healthy=True)
+            except Exception as exc:
+                logger.warning("the replacement session failed to start: %s", exc)
+            self._replacement = None
         if self._owns_runtime and self._runtime is not None:
             self._runtime.close()
             self._runtime = None
             self._owns_runtime = False
         super().close()
+
+
+def _in_background(fn: Callable[[], SessionInfo]) -> Future[SessionInfo]:
+    future: Future[SessionInfo] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn())
+        except BaseException as exc:
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="uirl-replacement", daemon=True).start()
+    return future
 
 
 def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,97 @@
+"""SessionVectorEnv on real local sessions."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.vector import ClosedEnvironmentError, SessionVectorEnv
+
+ENV_ID = "uirl/SimpleDataEntry-v0"
+SHOT = Action(ActionType.SCREENSHOT)
+
+
+def test_make_vec_steps_four_sessions(runtime: LocalRuntime) -> None:
+    envs = gym.make_vec(ENV_ID, num_envs=4, runtime=runtime)
+    try:
+        assert isinstance(envs, SessionVectorEnv)
+        # Two groups of two sub-envs, each group on one task instance.
+        obs, infos = envs.reset(
+            seed=[11, 11, 12, 12], options=[{"num_rows": 2}] * 2 + [{"rows": [3]}] * 2
+        )
+        assert obs["screenshot"].shape == (4, 800, 1280, 3) and obs["screenshot"].dtype == np.uint8
+        assert isinstance(obs["instruction"], tuple) and len(obs["instruction"]) == 4
+        assert obs["instruction"][0] == obs["instruction"][1] != obs["instruction"][2]
+        assert np.array_equal(obs["screenshot"][0], obs["screenshot"][1])
+        assert infos["target_rows"][2] == infos["target_rows"][3] == [3]
+        assert len({tuple(t) for t in infos["target_rows"][:2]}) == 1
+        assert len(set(envs.call("session"))) == 4
+        actions = [Action(ActionType.LEFT_CLICK, 100, 130 + 24 * i) for i in range(4)]
+        obs, rewards, terminated, truncated, _ = envs.step(actions)
+        assert rewards.shape == (4,) and not terminated.any() and not truncated.any()
+        # Each sub-env got its own click: different cells selected.
+        selected = [o["selected_cell"]["sheet_row"] for o in envs.call("oracle")]
+        assert selected == [2, 3, 4, 5]  # sheet rows: y=130 is row 2 (header row 1 at y=89)
+    finally:
+        envs.close()
+    with pytest.raises(ClosedEnvironmentError):
+        envs.step([SHOT] * 4)
+
+
+def test_autoreset_next_step(runtime: LocalRuntime) -> None:
+    envs = SessionVectorEnv(2, runtime=runtime, max_episode_steps=2)
+    try:
+        obs0, _ = envs.reset(seed=0)
+        envs.step([SHOT, Action(ActionType.FINISH)])
+        _, _, terminated, truncated, _ = envs.step([SHOT, SHOT])
+        # Sub-env 1 finished on step 1: this step was its reset (reward 0, not done).
+        assert truncated.tolist() == [True, False] and terminated.tolist() == [False, False]
+        obs, rewards, terminated, truncated, _ = envs.step([SHOT, SHOT])
+        assert rewards.tolist() == [0.0, 0.0] and not truncated.any()
+        assert envs.envs[0]._episode is not None
+    finally:
+        envs.close()
+
+
+def test_autoreset_same_step_and_reset_mask(runtime: LocalRuntime) -> None:
+    envs = SessionVectorEnv(2, runtime=runtime, autoreset_mode=AutoresetMode.SAME_STEP)
+    try:
+        envs.reset(seed=[5, 6], options={"num_rows": 1})
+        _, _, terminated, _, infos = envs.step([Action(ActionType.FINISH), SHOT])
+        assert terminated.tolist() == [True, False]
+        assert infos["_final_obs"].tolist() == [True, False]
+        assert infos["final_info"]["is_success"].tolist() == [False, False]
+        assert infos["final_info"]["_is_success"].tolist() == [True, False]
+        _, infos = envs.reset(
+            seed=[7, 7], options={"reset_mask": np.array([False, True]), "rows": [9]}
+        )
+        assert infos["_target_rows"].tolist() == [False, True] and infos["target_rows"][1] == [9]
+    finally:
+        envs.close()
+
+
+def test_a_killed_session_truncates_only_its_sub_env(runtime: LocalRuntime) -> None:
+    envs = SessionVectorEnv(3, runtime=runtime)
+    try:
+        envs.reset(seed=0)
+        victim = envs.envs[1].session
+        os.killpg(runtime.pid(victim), signal.SIGKILL)
+        _, _, terminated, truncated, infos = envs.step([SHOT] * 3)
+        assert truncated.tolist() == [False, True, False] and not terminated.any()
+        assert infos["_error"].tolist() == [False, True, False]
+        assert "SessionUnavailableError" in infos["error"][1]
+        # The run goes on: sub-env 1 autoresets on a replacement session.
+        obs, _, _, truncated, _ = envs.step([SHOT] * 3)
+        assert not truncated.any()
+        assert envs.envs[1].session is not None and envs.envs[1].session != victim
+        obs, _, _, truncated, _ = envs.step([SHOT] * 3)
+        assert not truncated.any() and obs["screenshot"].shape[0] == 3
+    finally:
+        envs.close()

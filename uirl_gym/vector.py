@@ -1,0 +1,238 @@
+"""SessionVectorEnv: N sessions stepped concurrently by threads in one process.
+
+Sessions are I/O-bound (HTTP to a browser), so threads are enough: no process per
+sub-env, no pickling of screenshots between processes. Each sub-env is a
+:class:`~uirl_gym.env.UIEnv`; they share one runtime. A sub-env whose session fails
+ends its own episode truncated with ``info["error"]`` and gets a replacement session;
+the others are not affected.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from copy import deepcopy
+from typing import Any
+
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from uirl_gym.env import UIEnv
+from uirl_gym.runtimes.base import Runtime
+
+logger = logging.getLogger(__name__)
+
+
+class ClosedEnvironmentError(RuntimeError):
+    """The vector env was used after ``close()``."""
+
+
+class SessionVectorEnv(VectorEnv):
+    """``num_envs`` UIEnvs stepped concurrently.
+
+    Attributes:
+        num_envs: number of sub-envs.
+        envs: the sub-envs (UIEnv), in order.
+        single_observation_space / observation_space: one sub-env's / the batch's
+            (screenshots stacked as uint8 (N, 800, 1280, 3), instructions a tuple).
+        autoreset_mode: NEXT_STEP (default), SAME_STEP or DISABLED.
+
+    Methods:
+        reset(seed=..., options=...): ``seed`` an int (seed, seed+1, ...) or a list;
+            ``options`` a dict for every sub-env, or a list with one dict per sub-env,
+            or a dict with ``env_options`` (that list) and/or ``reset_mask``.
+        step(actions): a batch of actions (a batched action-space sample, or a
+            sequence of Actions / dicts, one per sub-env).
+        call(name, *args): call a method on every sub-env (e.g. ``"oracle"``).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+
+    def __init__(
+        self,
+        num_envs: int,
+        *,
+        runtime: Runtime | None = None,
+        max_episode_steps: int | None = None,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        render_mode: str | None = None,
+        **env_kwargs: Any,
+    ) -> None:
+        if num_envs < 1:
+            raise ValueError(f"num_envs: must be >= 1, got {num_envs}")
+        self._owns_runtime = runtime is None
+        if runtime is None:
+            from uirl_gym.runtimes.local import LocalRuntime
+
+            runtime = LocalRuntime()
+        self.runtime = runtime
+        self.num_envs = num_envs
+        self.max_episode_steps = max_episode_steps
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
+        self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
+        self.render_mode = render_mode
+        self.envs = [
+            UIEnv(render_mode=render_mode, runtime=runtime, **env_kwargs) for _ in range(num_envs)
+        ]
+        self.single_observation_space = self.envs[0].observation_space
+        self.single_action_space = self.envs[0].action_space
+        self.observation_space = batch_space(self.single_observation_space, num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._pool = ThreadPoolExecutor(max_workers=num_envs, thread_name_prefix="uirl-env")
+        self._observations = create_empty_array(self.single_observation_space, num_envs)
+        self._env_obs: list[Any] = [None] * num_envs
+        self._rewards = np.zeros(num_envs, dtype=np.float64)
+        self._terminations = np.zeros(num_envs, dtype=np.bool_)
+        self._truncations = np.zeros(num_envs, dtype=np.bool_)
+        self._autoreset_envs = np.zeros(num_envs, dtype=np.bool_)
+        self._elapsed = np.zeros(num_envs, dtype=np.int64)
+        self._last_options: list[dict[str, Any]] = [{} for _ in range(num_envs)]
+        self.closed = False
+
+    def _map(self, fn: Callable[[int], Any], indices: Sequence[int]) -> list[Any]:
+        return list(self._pool.map(fn, indices))
+
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | Sequence[dict[str, Any] | None] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        self._check_open()
+        seeds = self._seeds(seed)
+        per_env, mask = self._split_options(options)
+        indices = [i for i in range(self.num_envs) if mask[i]]
+        for i in indices:
+            self._last_options[i] = per_env[i]
+
+        def reset_one(i: int) -> tuple[Any, dict[str, Any]]:
+            return self.envs[i].reset(seed=seeds[i], options=per_env[i])
+
+        infos: dict[str, Any] = {}
+        for i, (obs, info) in zip(indices, self._map(reset_one, indices), strict=True):
+            self._env_obs[i] = obs
+            infos = self._add_info(infos, info, i)
+            self._terminations[i] = self._truncations[i] = self._autoreset_envs[i] = False
+            self._elapsed[i] = 0
+        return self._batch(), infos
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        self._check_open()
+        per_env = self._unbatch_actions(actions)
+
+        def step_one(i: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+            env = self.envs[i]
+            if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset_envs[i]:
+                self._elapsed[i] = 0
+                obs, info = env.reset(options=self._last_options[i])
+                return obs, 0.0, False, False, info
+            if self.autoreset_mode is AutoresetMode.DISABLED and self._autoreset_envs[i]:
+                raise RuntimeError(
+                    f"sub-env {i} finished its episode: with autoreset DISABLED, reset it "
+                    "(reset(options={'reset_mask': ...})) before stepping it again"
+                )
+            obs, reward, terminated, truncated, info = env.step(per_env[i])
+            self._elapsed[i] += 1
+            if self.max_episode_steps is not None and self._elapsed[i] >= self.max_episode_steps:
+                truncated = True
+            if self.autoreset_mode is AutoresetMode.SAME_STEP and (terminated or truncated):
+                final = {"final_obs": obs, "final_info": info}
+                self._elapsed[i] = 0
+                obs, info = env.reset(options=self._last_options[i])
+                info = {**info, **final}
+            return obs, reward, terminated, truncated, info
+
+        infos: dict[str, Any] = {}
+        for i, result in enumerate(self._map(step_one, range(self.num_envs))):
+            obs, reward, terminated, truncated, info = result
+            self._env_obs[i] = obs
+            self._rewards[i] = reward
+            self._terminations[i] = terminated
+            self._truncations[i] = truncated
+            infos = self._add_info(infos, info, i)
+        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        return (
+            self._batch(),
+            self._rewards.copy(),
+            self._terminations.copy(),
+            self._truncations.copy(),
+            infos,
+        )
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call ``name`` on every sub-env concurrently (attributes are read)."""
+        self._check_open()
+
+        def call_one(i: int) -> Any:
+            attr = getattr(self.envs[i], name)
+            return attr(*args, **kwargs) if callable(attr) else attr
+
+        return tuple(self._map(call_one, range(self.num_envs)))
+
+    def render(self) -> tuple[np.ndarray | None, ...]:
+        return tuple(env.render() for env in self.envs)
+
+    def close_extras(self, **kwargs: Any) -> None:
+        if self.closed:
+            return
+        self._map(lambda i: self.envs[i].close(), range(self.num_envs))
+        self._pool.shutdown(wait=True)
+        if self._owns_runtime:
+            self.runtime.close()
+        self.closed = True
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise ClosedEnvironmentError("this SessionVectorEnv is closed")
+
+    def _batch(self) -> dict[str, Any]:
+        self._observations = concatenate(
+            self.single_observation_space, self._env_obs, self._observations
+        )
+        return deepcopy(self._observations)
+
+    def _seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
+        if seed is None:
+            return [None] * self.num_envs
+        if isinstance(seed, int | np.integer):
+            return [int(seed) + i for i in range(self.num_envs)]
+        seeds = list(seed)
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"seed: expected {self.num_envs} seeds, got {len(seeds)}")
+        return seeds
+
+    def _split_options(self, options: Any) -> tuple[list[dict[str, Any]], np.ndarray]:
+        mask = np.ones(self.num_envs, dtype=np.bool_)
+        if options is None:
+            return [{} for _ in range(self.num_envs)], mask
+        if isinstance(options, list | tuple):
+            options = {"env_options": options}
+        options = dict(options)
+        if "reset_mask" in options:
+            mask = np.asarray(options.pop("reset_mask"), dtype=np.bool_)
+            if mask.shape != (self.num_envs,) or not mask.any():
+                raise ValueError(
+                    f"reset_mask: expected a bool array of shape ({self.num_envs},) with a "
+                    f"True, got {mask!r}"
+                )
+        env_options = options.pop("env_options", None)
+        if env_options is None:
+            return [dict(options) for _ in range(self.num_envs)], mask
+        if len(env_options) != self.num_envs:
+            raise ValueError(
+                f"env_options: expected {self.num_envs} dicts (one per sub-env), "
+                f"got {len(env_options)}"
+            )
+        return [{**options, **(o or {})} for o in env_options], mask
+
+    def _unbatch_actions(self, actions: Any) -> list[Any]:
+        if isinstance(actions, dict):
+            return list(iterate(self.action_space, actions))
+        actions = list(actions)
+        if len(actions) != self.num_envs:
+            raise ValueError(f"actions: expected {self.num_envs}, got {len(actions)}")
+        return actions
