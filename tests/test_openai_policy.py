@@ -1,0 +1,253 @@
+"""OpenAIPolicy against a local stand-in chat-completions server (real HTTP, no torch)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from uirl_agents.formats import FormatConfig
+from uirl_agents.policies.openai_compat import (
+    ChatCompletionFailedError,
+    OpenAIPolicy,
+    OpenAIPolicyConfig,
+)
+
+CLICK_REPLY = "Thought: The First name field is empty.\nAction: click(start_box='(644,406)')"
+BAD_REPLY = "I think I should click somewhere."
+
+
+@dataclass
+class StandInServer:
+    """A chat-completions endpoint answering in UI-TARS format.
+
+    ``script`` holds (status, headers) failures to send before answering normally;
+    ``reply`` picks the answer text from the request body.
+    """
+
+    reply: Callable[[dict], str] = lambda body: CLICK_REPLY
+    script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    delay_s: float = 0.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    attempts: int = 0
+    in_flight: int = 0
+    max_in_flight: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    url: str = ""
+
+    def answer(self, body: dict) -> dict[str, Any]:
+        text = self.reply(body)
+        tokens = text.split(" ")
+        return {
+            "id": "cmpl-1",
+            "object": "chat.completion",
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                    "logprobs": {
+                        "content": [
+                            {"token": t, "logprob": -0.5, "top_logprobs": []} for t in tokens
+                        ]
+                    },
+                    "token_ids": list(range(len(tokens))),
+                }
+            ],
+            "prompt_token_ids": [1, 2, 3],
+            "usage": {"prompt_tokens": 3, "completion_tokens": len(tokens)},
+        }
+
+
+def _handler(server: StandInServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # keep pytest output clean
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with server.lock:
+                server.attempts += 1
+                server.in_flight += 1
+                server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                failure = server.script.pop(0) if server.script else None
+            try:
+                time.sleep(server.delay_s)  # simulated inference time
+                if self.path != "/v1/chat/completions":
+                    self._send(404, {"error": f"no route {self.path}"})
+                elif failure is not None:
+                    self._send(failure[0], {"error": "unavailable"}, failure[1])
+                else:
+                    with server.lock:
+                        server.requests.append(body)
+                        server.headers.append(dict(self.headers))
+                    self._send(200, server.answer(body))
+            finally:
+                with server.lock:
+                    server.in_flight -= 1
+
+        def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@pytest.fixture
+def server() -> Iterator[StandInServer]:
+    state = StandInServer()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
+    thread = threading.Thread(
+        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
+    thread.start()
+    yield state
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=5)
+
+
+def _observations(n: int, seed: int = 0) -> list[dict]:
+    rng = np.random.default_rng(seed)
+    # Flat colours with a few noisy blocks: realistic for a UI, and quick to PNG-encode.
+    out = []
+    for i in range(n):
+        screenshot = np.full((800, 1280, 3), 235, dtype=np.uint8)
+        screenshot[100:200, 100:400] = rng.integers(0, 256, (100, 300, 3), dtype=np.uint8)
+        out.append({"screenshot": screenshot, "instruction": f"Copy row {i + 1} into the form."})
+    return out
+
+
+def _policy(server: StandInServer, **overrides: Any) -> OpenAIPolicy:
+    config = OpenAIPolicyConfig(
+        base_url=server.url,
+        model="ui-tars-test",
+        backoff_initial_s=0.01,
+        backoff_max_s=0.05,
+        **overrides,
+    )
+    return OpenAIPolicy(config)
+
+
+def _decode_data_url(url: str) -> np.ndarray:
+    prefix = "data:image/png;base64,"
+    assert url.startswith(prefix)
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(url[len(prefix) :]))))
+
+
+def test_images_arrive_as_data_urls_and_replies_parse(server: StandInServer) -> None:
+    server.reply = lambda body: CLICK_REPLY if "row 1" in json.dumps(body) else BAD_REPLY
+    with _policy(server, max_images=2, api_key="sk-test") as policy:
+        first = policy.act(_observations(2), [0, 1])
+        second = policy.act(_observations(2, seed=1), [0, 1])
+
+    good, bad = first
+    assert (good.action.type.value, good.action.x, good.action.y) == ("left_click", 640, 400)
+    assert good.error is None and good.extra["thought"] == "The First name field is empty."
+    assert good.logprobs == [-0.5] * len(CLICK_REPLY.split(" "))
+    assert good.completion_ids == list(range(len(CLICK_REPLY.split(" "))))
+    assert good.prompt_ids == [1, 2, 3]
+    assert bad.action is None and bad.error.startswith("ParseError: no action")
+    assert bad.text == BAD_REPLY
+
+    assert len(server.requests) == 4
+    body = next(b for b in server.requests[2:] if "row 1" in json.dumps(b))
+    assert body["model"] == "ui-tars-test" and body["logprobs"] is True
+    assert body["return_token_ids"] is True
+    image_parts = [
+        p
+        for m in body["messages"]
+        if isinstance(m["content"], list)
+        for p in m["content"]
+        if p["type"] == "image_url"
+    ]
+    # Second step, max_images=2: both screenshots, the exact (resized) images recorded.
+    step = second[0]
+    assert len(image_parts) == len(step.images) == 2
+    for part, image in zip(image_parts, step.images, strict=True):
+        decoded = _decode_data_url(part["image_url"]["url"])
+        assert decoded.shape == (812, 1288, 3)
+        np.testing.assert_array_equal(decoded, image)
+    # The first reply comes back as history; placeholders stay in the recorded messages.
+    assert {"role": "assistant", "content": CLICK_REPLY} in body["messages"]
+    assert all(
+        p["type"] in ("text", "image")
+        for m in step.messages
+        if isinstance(m["content"], list)
+        for p in m["content"]
+    )
+    assert server.headers[0]["Authorization"] == "Bearer sk-test"
+
+
+def test_retries_on_503_and_429(server: StandInServer) -> None:
+    server.script = [(503, {}), (429, {"Retry-After": "0"}), (502, {})]
+    with _policy(server) as policy:
+        (step,) = policy.act(_observations(1), [0])
+    assert step.action is not None
+    assert server.attempts == 4
+
+
+def test_gives_up_after_max_retries(server: StandInServer) -> None:
+    server.script = [(500, {})] * 10
+    with _policy(server, max_retries=2) as policy:
+        with pytest.raises(ChatCompletionFailedError, match="after 3 attempt") as info:
+            policy.act(_observations(1), [0])
+    assert info.value.status_code == 500
+    assert server.attempts == 3
+
+
+def test_client_errors_are_not_retried(server: StandInServer) -> None:
+    server.script = [(400, {})]
+    with _policy(server) as policy:
+        with pytest.raises(ChatCompletionFailedError, match="HTTP 400"):
+            policy.act(_observations(1), [0])
+    assert server.attempts == 1
+
+
+def test_connection_errors_are_retried() -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    config = OpenAIPolicyConfig(
+        base_url=f"http://127.0.0.1:{port}/v1",
+        max_retries=2,
+        backoff_initial_s=0.01,
+        backoff_max_s=0.02,
+    )
+    with OpenAIPolicy(config) as policy:
+        with pytest.raises(ChatCompletionFailedError, match="no response: ConnectionError") as info:
+            policy.act(_observations(1), [0])
+    assert info.value.status_code is None
+
+
+def test_requests_run_concurrently(server: StandInServer) -> None:
+    server.delay_s = 0.3
+    with _policy(
+        server, max_concurrency=4, format_config=FormatConfig(max_pixels=28 * 28 * 64)
+    ) as policy:
+        start = time.perf_counter()
+        steps = policy.act(_observations(4), [0, 1, 2, 3])
+        elapsed = time.perf_counter() - start
+    assert len(steps) == 4 and server.max_in_flight >= 2
+    assert elapsed < 4 * 0.3

@@ -1,0 +1,185 @@
+"""Load any ``AutoModelForImageTextToText`` checkpoint and its processor, without torchvision.
+
+transformers 5.x treats the video processor of Qwen2-VL-style processors as a required
+part, and that video processor needs torchvision (which does not install cleanly next
+to our torch). We never feed videos, so :func:`load_processor` builds the processor
+from its image processor (PIL backend by default) and tokenizer only, through a
+subclass of the model's own processor class that has no ``video_processor`` slot.
+Real checkpoints (Qwen2.5-VL, UI-TARS-1.5) and the tiny test model
+(:mod:`uirl_agents.tiny_model`) load through the same functions.
+
+Dtypes: bf16 on GPU, fp32 on CPU (logprob tests compare in fp32).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import (
+    AutoConfig,
+    AutoImageProcessor,
+    AutoModelForImageTextToText,
+    AutoTokenizer,
+    PreTrainedModel,
+)
+from transformers.models.auto.processing_auto import (
+    PROCESSOR_MAPPING_NAMES,
+    processor_class_from_name,
+)
+from transformers.processing_utils import ProcessorMixin
+from transformers.utils import cached_file
+
+logger = logging.getLogger(__name__)
+
+# Where transformers keeps a processor's chat template, newest convention first.
+_CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
+
+
+@functools.cache
+def _image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixin]:
+    """``cls`` without its video processor slot.
+
+    ProcessorMixin derives the required parts from the ``__init__`` signature, so an
+    ``__init__`` without ``video_processor`` makes the processor whole without one.
+    """
+
+    def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):  # noqa: ANN001
+        cls.__init__(
+            self,
+            image_processor=image_processor,
+            tokenizer=tokenizer,
+            chat_template=chat_template,
+            **kwargs,
+        )
+
+    doc = f"{cls.__name__} for images and text only (no video processor, no torchvision)."
+    return type(f"{cls.__name__}ImageOnly", (cls,), {"__init__": __init__, "__doc__": doc})
+
+
+def _resolve_chat_template(name_or_path: str, tokenizer: Any) -> str | None:
+    for filename in _CHAT_TEMPLATE_FILES:
+        resolved = cached_file(name_or_path, filename, _raise_exceptions_for_missing_entries=False)
+        if resolved is None:
+            continue
+        text = Path(resolved).read_text(encoding="utf-8")
+        return json.loads(text)["chat_template"] if filename.endswith(".json") else text
+    return tokenizer.chat_template
+
+
+def load_processor(
+    name_or_path: str | Path, *, image_backend: str = "pil", trust_remote_code: bool = False
+) -> ProcessorMixin:
+    """The model's processor (image processor + tokenizer + chat template), no video part.
+
+    Args:
+        name_or_path: a local checkpoint folder or a Hub id (already in the cache
+            when offline).
+        image_backend: the image processor backend, "pil" (numpy, no torchvision) or
+            "torchvision" when it is installed.
+        trust_remote_code: passed to transformers.
+
+    Returns:
+        An instance of the model's processor class (e.g. ``Qwen2_5_VLProcessor``).
+
+    Raises:
+        ValueError: the model type has no processor class in transformers.
+    """
+    name_or_path = str(name_or_path)
+    config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    image_processor = AutoImageProcessor.from_pretrained(
+        name_or_path, backend=image_backend, trust_remote_code=trust_remote_code
+    )
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    class_name = PROCESSOR_MAPPING_NAMES.get(config.model_type)
+    cls = processor_class_from_name(class_name) if class_name else None
+    if cls is None:
+        raise ValueError(
+            f"Expected a model type with a transformers processor class, got "
+            f"{config.model_type!r} ({name_or_path}); load a vision-language checkpoint such "
+            f"as Qwen2.5-VL or UI-TARS-1.5"
+        )
+    if "video_processor" in cls.get_attributes():
+        cls = _image_only_processor_class(cls)
+    chat_template = _resolve_chat_template(name_or_path, tokenizer)
+    if chat_template is None:
+        logger.warning("%s has no chat template; apply_chat_template will fail", name_or_path)
+    return cls(image_processor=image_processor, tokenizer=tokenizer, chat_template=chat_template)
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on GPU (what the checkpoints ship in), fp32 on CPU (bf16 matmuls are slow there)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def load_model(
+    name_or_path: str | Path,
+    *,
+    adapter_path: str | Path | None = None,
+    adapter_trainable: bool = False,
+    device: str | torch.device | None = None,
+    dtype: torch.dtype | None = None,
+    attn_implementation: str | None = None,
+    trust_remote_code: bool = False,
+) -> PreTrainedModel:
+    """Load an ``AutoModelForImageTextToText`` checkpoint, optionally with a LoRA adapter.
+
+    Args:
+        name_or_path: a local checkpoint folder or a cached Hub id.
+        adapter_path: a peft adapter folder to put on top (``PeftModel``).
+        adapter_trainable: load the adapter weights trainable (training resumes).
+        device: default: CUDA when available, else CPU.
+        dtype: default: bf16 on GPU, fp32 on CPU.
+        attn_implementation: e.g. "sdpa", "flash_attention_2"; default: transformers'.
+        trust_remote_code: passed to transformers.
+
+    Returns:
+        The model in eval mode on ``device`` (a ``PeftModel`` when ``adapter_path`` is set).
+    """
+    device = torch.device(device) if device is not None else default_device()
+    dtype = dtype or default_dtype(device)
+    kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
+    if attn_implementation is not None:
+        kwargs["attn_implementation"] = attn_implementation
+    model = AutoModelForImageTextToText.from_pretrained(str(name_or_path), **kwargs).to(device)
+    if adapter_path is not None:
+        from peft import PeftModel  # only adapter users need peft
+
+        model = PeftModel.from_pretrained(model, str(adapter_path), is_trainable=adapter_trainable)
+    logger.info(
+        "loaded %s%s on %s (%s, %.1fM params)",
+        name_or_path,
+        f" + adapter {adapter_path}" if adapter_path else "",
+        device,
+        dtype,
+        sum(p.numel() for p in model.parameters()) / 1e6,
+    )
+    return model.eval()
+
+
+def load_model_and_processor(
+    name_or_path: str | Path,
+    *,
+    adapter_path: str | Path | None = None,
+    image_backend: str = "pil",
+    **model_kwargs: Any,
+) -> tuple[PreTrainedModel, ProcessorMixin]:
+    """:func:`load_model` and :func:`load_processor` for one checkpoint.
+
+    ``model_kwargs`` go to :func:`load_model` (device, dtype, attn_implementation, ...).
+    """
+    processor = load_processor(
+        name_or_path,
+        image_backend=image_backend,
+        trust_remote_code=model_kwargs.get("trust_remote_code", False),
+    )
+    model = load_model(name_or_path, adapter_path=adapter_path, **model_kwargs)
+    return model, processor

@@ -1,0 +1,88 @@
+"""Per-sub-env episode context for model policies: what goes into the next prompt.
+
+Both model policies (:mod:`.hf`, :mod:`.openai_compat`) keep, per sub-env, the
+instruction, the latest ``max_images`` screenshots (resized by the format) and the
+model's earlier outputs, and build the prompt from them with the format. This module
+is that bookkeeping, once. It does not import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from uirl_agents.formats import ModelFormat, ScreenGeometry
+from uirl_agents.formats.base import Message
+
+
+@dataclass
+class Prompt:
+    """One sub-env's prompt for one step.
+
+    Attributes:
+        messages: chat messages with ``{"type": "image"}`` placeholders.
+        images: the resized screenshots, in placeholder order (uint8, (h, w, 3)).
+        geometry: maps the model's coordinates to the screen.
+    """
+
+    messages: list[Message]
+    images: list[np.ndarray]
+    geometry: ScreenGeometry
+
+
+@dataclass
+class _Episode:
+    instruction: str = ""
+    images: list[np.ndarray] = field(default_factory=list)  # the latest max_images, resized
+    outputs: list[str] = field(default_factory=list)
+
+
+class EpisodeContexts:
+    """The prompt context of every sub-env.
+
+    Args:
+        format: builds messages and resizes screenshots.
+        max_images: screenshots in the prompt (latest ones, current included); >= 1.
+        max_history: earlier outputs kept as assistant turns (latest ones); None: all.
+
+    Raises:
+        ValueError: ``max_images < 1`` or ``max_history < 0``.
+    """
+
+    def __init__(self, format: ModelFormat, max_images: int = 1, max_history: int | None = None):
+        if max_images < 1:
+            raise ValueError(f"max_images: expected >= 1, got {max_images}")
+        if max_history is not None and max_history < 0:
+            raise ValueError(f"max_history: expected None or >= 0, got {max_history}")
+        self.format = format
+        self.max_images = max_images
+        self.max_history = max_history
+        self._episodes: dict[int, _Episode] = {}
+
+    def begin_episode(self, env_index: int) -> None:
+        """Forget sub-env ``env_index``'s screenshots and outputs."""
+        self._episodes[env_index] = _Episode()
+
+    def observe(self, env_index: int, observation: dict[str, Any]) -> Prompt:
+        """Add this step's screenshot and return the prompt for it.
+
+        A sub-env seen for the first time starts an episode implicitly.
+        """
+        episode = self._episodes.setdefault(env_index, _Episode())
+        screenshot = observation["screenshot"]
+        episode.instruction = observation["instruction"]
+        episode.images.append(self.format.prepare_image(screenshot))
+        del episode.images[: -self.max_images]
+        history = episode.outputs
+        if self.max_history is not None:
+            history = history[len(history) - min(self.max_history, len(history)) :]
+        images = episode.images[-min(len(episode.images), len(history) + 1) :]
+        geometry = self.format.geometry_for(screenshot)
+        messages = self.format.build_messages(episode.instruction, history, len(images), geometry)
+        return Prompt(messages, list(images), geometry)
+
+    def record(self, env_index: int, output: str) -> None:
+        """Add the model's output for the step just observed (it becomes history)."""
+        self._episodes.setdefault(env_index, _Episode()).outputs.append(output)

@@ -1,0 +1,376 @@
+"""HFPolicy: a local transformers VLM as a batched policy, plus the logprob pass trainers use.
+
+One :meth:`HFPolicy.act` call runs one ``generate`` over all sub-envs in the batch
+(prompts left-padded). Per sub-env the policy keeps the episode's instruction, its
+latest ``max_images`` screenshots and its earlier outputs; the prompt is built by the
+:class:`~uirl_agents.formats.ModelFormat` (history as assistant turns, the latest
+screenshots as images).
+
+Images: each screenshot is resized by the format (:meth:`ModelFormat.prepare_image`,
+the model's own smart-resize size) before it reaches the processor, whose resize is
+then a no-op (checked at construction). ``PolicyStep.images`` holds exactly these
+resized uint8 arrays, so ``(messages, images)`` reproduce the prompt bit for bit and
+the model's coordinates are pixels of those images.
+
+Logprob convention: ``PolicyStep.logprobs[t] = log_softmax(logits_t / T)[token_t]``
+with ``T`` the sampling temperature (``T = 1`` for greedy decoding), from the raw
+logits (``output_logits``), before top-k/top-p truncation: the same quantity TRL's
+GRPO computes, and what :func:`completion_logprobs` recomputes with one forward pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+from transformers import BatchFeature, GenerationConfig, PreTrainedModel
+from transformers.processing_utils import ProcessorMixin
+
+from uirl_agents.formats import FormatConfig, ModelFormat, get_format
+from uirl_agents.formats.base import Message
+from uirl_agents.models import load_model_and_processor
+from uirl_agents.policies.base import PolicyStep
+from uirl_agents.policies.context import EpisodeContexts
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class HFPolicyConfig:
+    """How :class:`HFPolicy` builds prompts and samples."""
+
+    # Context
+    max_images: int = 1
+    """Screenshots in the prompt: the latest ones, the current one included."""
+    max_history: int | None = None
+    """Earlier outputs kept as assistant turns (the latest ones); None keeps all."""
+
+    # Sampling
+    do_sample: bool = True
+    """Sample; False decodes greedily (logprobs then use T = 1)."""
+    temperature: float = 1.0
+    """Softmax temperature for sampling and for the recorded logprobs."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1.0: off). Does not change the recorded logprobs."""
+    top_k: int = 0
+    """Sample among the k most likely tokens (0: off). Does not change the logprobs."""
+    max_new_tokens: int = 256
+    """Longest completion; longer ones are cut (and usually fail to parse)."""
+
+    def __post_init__(self) -> None:
+        # max_images / max_history are checked by EpisodeContexts.
+        if self.do_sample and self.temperature <= 0:
+            raise ValueError(
+                f"temperature: expected > 0 when sampling, got {self.temperature}; "
+                "set do_sample=False for greedy decoding"
+            )
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p: expected 0 < top_p <= 1, got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens: expected >= 1, got {self.max_new_tokens}")
+
+    @property
+    def logprob_temperature(self) -> float:
+        """The temperature the recorded logprobs are computed with."""
+        return self.temperature if self.do_sample else 1.0
+
+
+def _to_pil(image: np.ndarray) -> Image.Image:
+    return Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8))
+
+
+def encode_prompts(
+    processor: ProcessorMixin,
+    messages: Sequence[list[Message]],
+    images: Sequence[Sequence[np.ndarray]],
+) -> BatchFeature:
+    """Tokenize a batch of prompts with their images, left-padded, generation prompt added.
+
+    Args:
+        processor: the model's processor.
+        messages: per sample, chat messages with ``{"type": "image"}`` placeholders.
+        images: per sample, the images in placeholder order.
+
+    Returns:
+        The processor's tensors (``input_ids``, ``attention_mask``, ``pixel_values``, ...).
+    """
+    texts = [
+        processor.apply_chat_template(m, tokenize=False, add_generation_prompt=True)
+        for m in messages
+    ]
+    flat = [_to_pil(image) for sample in images for image in sample]
+    return processor(
+        text=texts,
+        images=flat or None,
+        padding=True,
+        padding_side="left",
+        return_tensors="pt",
+    )
+
+
+def completion_logprobs(
+    model: PreTrainedModel,
+    processor: ProcessorMixin,
+    messages: Sequence[list[Message]],
+    images: Sequence[Sequence[np.ndarray]],
+    completion_ids: Sequence[Sequence[int]],
+    temperature: float = 1.0,
+) -> list[torch.Tensor]:
+    """Per-token logprobs of given completions, with one batched forward pass.
+
+    The inverse of what :meth:`HFPolicy.act` records: feed a step's ``messages``,
+    ``images`` and ``completion_ids`` and get back its ``logprobs`` (same convention:
+    ``log_softmax(logits / temperature)``). Gradients flow: call it under
+    ``torch.no_grad()`` for reference/old-policy logprobs, without for the loss.
+
+    Args:
+        model: the policy model (any ``AutoModelForImageTextToText``, peft or not).
+        processor: its processor.
+        messages: per sample, the prompt messages (image placeholders).
+        images: per sample, the images in placeholder order.
+        completion_ids: per sample, the completion token ids (may be empty).
+        temperature: the sampling temperature the logprobs are scaled with.
+
+    Returns:
+        Per sample, a float32 tensor of shape ``(len(completion_ids[i]),)`` on the model's device.
+
+    Raises:
+        ValueError: the three sequences differ in length, or temperature <= 0.
+    """
+    if not len(messages) == len(images) == len(completion_ids):
+        raise ValueError(
+            f"Expected one messages/images/completion_ids entry per sample, got "
+            f"{len(messages)}, {len(images)}, {len(completion_ids)}"
+        )
+    if temperature <= 0:
+        raise ValueError(f"temperature: expected > 0, got {temperature}")
+    device = next(model.parameters()).device
+    inputs = encode_prompts(processor, messages, images)
+    batch, prompt_len = inputs["input_ids"].shape
+    lengths = [len(c) for c in completion_ids]
+    width = max(lengths, default=0)
+    if width == 0:
+        return [torch.zeros(0, device=device) for _ in completion_ids]
+    pad_id = processor.tokenizer.pad_token_id or 0
+    completions = torch.full((batch, width), pad_id, dtype=inputs["input_ids"].dtype)
+    completion_mask = torch.zeros((batch, width), dtype=inputs["attention_mask"].dtype)
+    for i, ids in enumerate(completion_ids):
+        completions[i, : len(ids)] = torch.as_tensor(list(ids), dtype=completions.dtype)
+        completion_mask[i, : len(ids)] = 1
+    model_inputs: dict[str, Any] = dict(inputs)
+    # Extend every per-token tensor (input_ids, attention_mask, mm_token_type_ids, ...):
+    # completion tokens are text, hence zeros for the type ids.
+    for key, value in inputs.items():
+        if isinstance(value, torch.Tensor) and value.shape[:2] == (batch, prompt_len):
+            extra = {"input_ids": completions, "attention_mask": completion_mask}.get(
+                key, torch.zeros((batch, width), dtype=value.dtype)
+            )
+            model_inputs[key] = torch.cat([value, extra], dim=1)
+    model_inputs = {
+        k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in model_inputs.items()
+    }
+    # Only the logits that predict completion tokens: positions prompt_len-1 .. end-1.
+    logits = model(**model_inputs, use_cache=False, logits_to_keep=width + 1).logits[:, :-1]
+    logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
+    token_logprobs = logprobs.gather(-1, completions.to(device).unsqueeze(-1)).squeeze(-1)
+    return [token_logprobs[i, :n] for i, n in enumerate(lengths)]
+
+
+def format_config_from_processor(processor: ProcessorMixin) -> FormatConfig:
+    """The image sizing a processor uses (Qwen2-VL-style image processors)."""
+    image_processor = processor.image_processor
+    size = image_processor.size
+    return FormatConfig(
+        min_pixels=int(size["shortest_edge"]),
+        max_pixels=int(size["longest_edge"]),
+        factor=int(image_processor.patch_size * image_processor.merge_size),
+    )
+
+
+def check_processor_keeps_size(processor: ProcessorMixin, fmt: ModelFormat) -> None:
+    """Check that the processor does not resize the format's images again.
+
+    Raises:
+        ValueError: the processor would resize a ``fmt``-sized screenshot.
+    """
+    geometry = fmt.geometry()
+    image = np.zeros((geometry.image_height, geometry.image_width, 3), dtype=np.uint8)
+    out = processor.image_processor(images=[_to_pil(image)], return_tensors="np")
+    if "image_grid_thw" not in out:
+        logger.debug("cannot check the image size for %s", type(processor).__name__)
+        return
+    _, grid_h, grid_w = (int(v) for v in out["image_grid_thw"][0])
+    patch = int(processor.image_processor.patch_size)
+    if (grid_h * patch, grid_w * patch) != (geometry.image_height, geometry.image_width):
+        raise ValueError(
+            f"The processor resizes the format's {geometry.image_width}x{geometry.image_height} "
+            f"images to {grid_w * patch}x{grid_h * patch}, so the model's coordinates would not "
+            f"be pixels of the recorded images. Build the format with "
+            f"format_config_from_processor(processor) (got {fmt.config})"
+        )
+
+
+class HFPolicy:
+    """A transformers VLM acting through a :class:`ModelFormat`.
+
+    Attributes:
+        name: "hf".
+        model: the model (a peft ``PeftModel`` when an adapter is loaded).
+        processor: its processor.
+        format: prompt building and parsing.
+        config: :class:`HFPolicyConfig`.
+
+    Methods:
+        begin_episode: forget sub-env ``i``'s history.
+        act: one batched generate -> one :class:`PolicyStep` per sub-env.
+        from_pretrained: load a checkpoint (+ LoRA adapter) and build the policy.
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        processor: ProcessorMixin,
+        format: ModelFormat,
+        config: HFPolicyConfig | None = None,
+    ) -> None:
+        check_processor_keeps_size(processor, format)
+        self.model = model
+        self.processor = processor
+        self.format = format
+        self.config = config or HFPolicyConfig()
+        self._contexts = EpisodeContexts(format, self.config.max_images, self.config.max_history)
+        tokenizer = processor.tokenizer
+        eos = model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        eos_ids.add(tokenizer.convert_tokens_to_ids(tokenizer.eos_token))
+        self._eos_ids = sorted(eos_ids)
+        self._pad_id = (
+            tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self._eos_ids[0]
+        )
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        name_or_path: str,
+        format_name: str,
+        config: HFPolicyConfig | None = None,
+        *,
+        adapter_path: str | None = None,
+        **model_kwargs: Any,
+    ) -> HFPolicy:
+        """Load a checkpoint and build the policy with the format sized like its processor.
+
+        Args:
+            name_or_path: a local checkpoint or cached Hub id.
+            format_name: "ui-tars" or "qwen2.5-vl".
+            config: prompting and sampling settings.
+            adapter_path: a peft LoRA adapter to load on top.
+            **model_kwargs: passed to :func:`uirl_agents.models.load_model`.
+        """
+        model, processor = load_model_and_processor(
+            name_or_path, adapter_path=adapter_path, **model_kwargs
+        )
+        fmt = get_format(format_name, format_config_from_processor(processor))
+        return cls(model, processor, fmt, config)
+
+    def begin_episode(self, env_index: int) -> None:
+        self._contexts.begin_episode(env_index)
+
+    def generation_config(self) -> GenerationConfig:
+        """The explicit sampling settings; every field that shapes the distribution is set,
+        so that the checkpoint's generation_config.json (e.g. top_k=1,
+        repetition_penalty=1.05 in Qwen2.5-VL) cannot change what is sampled."""
+        c = self.config
+        sampling = {"temperature": c.temperature, "top_p": c.top_p, "top_k": c.top_k}
+        return GenerationConfig(
+            do_sample=c.do_sample,
+            **(sampling if c.do_sample else {"temperature": 1.0, "top_p": 1.0, "top_k": 0}),
+            max_new_tokens=c.max_new_tokens,
+            min_new_tokens=0,
+            num_beams=1,
+            repetition_penalty=1.0,
+            no_repeat_ngram_size=0,
+            typical_p=1.0,
+            min_p=None,
+            epsilon_cutoff=0.0,
+            eta_cutoff=0.0,
+            eos_token_id=self._eos_ids,
+            pad_token_id=self._pad_id,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+
+    def act(
+        self, observations: Sequence[dict[str, Any]], env_indices: Sequence[int]
+    ) -> list[PolicyStep]:
+        """One step for each sub-env in ``env_indices`` (one ``generate`` for the batch).
+
+        Raises:
+            ValueError: observations and env_indices differ in length.
+        """
+        if len(observations) != len(env_indices):
+            raise ValueError(
+                f"Expected one observation per env index, got {len(observations)} "
+                f"observations and {len(env_indices)} indices"
+            )
+        if not observations:
+            return []
+        start = time.perf_counter()
+        prompts = [
+            self._contexts.observe(env_index, obs)
+            for obs, env_index in zip(observations, env_indices, strict=True)
+        ]
+        completions = self._generate([p.messages for p in prompts], [p.images for p in prompts])
+        elapsed = (time.perf_counter() - start) / len(observations)
+        steps = []
+        for env_index, prompt, (prompt_ids, ids, logprobs) in zip(
+            env_indices, prompts, completions, strict=True
+        ):
+            text = self.processor.tokenizer.decode(ids, skip_special_tokens=True)
+            parsed = self.format.parse(text, prompt.geometry)
+            self._contexts.record(env_index, text)
+            steps.append(
+                PolicyStep(
+                    action=parsed.action,
+                    error=parsed.error,
+                    text=text,
+                    messages=prompt.messages,
+                    images=prompt.images,
+                    prompt_ids=prompt_ids,
+                    completion_ids=ids,
+                    logprobs=logprobs,
+                    policy_time_s=elapsed,
+                    extra={"thought": parsed.thought},
+                )
+            )
+        return steps
+
+    @torch.no_grad()
+    def _generate(
+        self, messages: list[list[Message]], images: list[list[np.ndarray]]
+    ) -> list[tuple[list[int], list[int], list[float]]]:
+        device = next(self.model.parameters()).device
+        inputs = encode_prompts(self.processor, messages, images).to(device)
+        out = self.model.generate(**inputs, generation_config=self.generation_config())
+        prompt_len = inputs["input_ids"].shape[1]
+        generated = out.sequences[:, prompt_len:]
+        logits = torch.stack(out.logits, dim=1).float() / self.config.logprob_temperature
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+        is_eos = torch.isin(generated, torch.tensor(self._eos_ids, device=generated.device))
+        results = []
+        for i in range(generated.shape[0]):
+            eos_positions = is_eos[i].nonzero()
+            length = int(eos_positions[0]) + 1 if len(eos_positions) else generated.shape[1]
+            prompt_ids = inputs["input_ids"][i][inputs["attention_mask"][i].bool()].tolist()
+            results.append(
+                (prompt_ids, generated[i, :length].tolist(), logprobs[i, :length].tolist())
+            )
+        return results
