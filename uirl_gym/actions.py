@@ -339,7 +339,7 @@ def _from_space_sample(sample: Mapping[str, Any]) -> Action:
     return Action(**fields)
 
 
-def to_action(value: Action | Mapping[str, Any]) -> Action:
+def to_action(value: Action | Mapping[str, Any] | None) -> Action:
     """Accept an :class:`Action`, an action-space sample or a plain dict.
 
     A plain dict uses the field names of :class:`Action` (``type`` or ``action_type``).
@@ -350,6 +350,8 @@ def to_action(value: Action | Mapping[str, Any]) -> Action:
     """
     if isinstance(value, Action):
         return value
+    if value is None:
+        raise ValueError("no action: the policy's output could not be parsed into one")
     if not isinstance(value, Mapping):
         raise ValueError(
             f"Expected an Action, an action-space sample or a dict, got {type(value).__name__}"

@@ -10,7 +10,7 @@ the others are not affected.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
 from typing import Any
@@ -133,10 +133,7 @@ class SessionVectorEnv(VectorEnv):
                     f"sub-env {i} finished its episode: with autoreset DISABLED, reset it "
                     "(reset(options={'reset_mask': ...})) before stepping it again"
                 )
-            obs, reward, terminated, truncated, info = env.step(per_env[i])
-            self._elapsed[i] += 1
-            if self.max_episode_steps is not None and self._elapsed[i] >= self.max_episode_steps:
-                truncated = True
+            obs, reward, terminated, truncated, info = self._step_env(i, per_env[i])
             if self.autoreset_mode is AutoresetMode.SAME_STEP and (terminated or truncated):
                 final = {"final_obs": obs, "final_info": info}
                 self._elapsed[i] = 0
@@ -160,6 +157,45 @@ class SessionVectorEnv(VectorEnv):
             self._truncations.copy(),
             infos,
         )
+
+    def reset_envs(
+        self, specs: Mapping[int, tuple[int | None, dict[str, Any] | None]]
+    ) -> dict[int, tuple[Any, dict[str, Any]]]:
+        """Reset only the sub-envs in ``specs`` ({index: (seed, options)}), concurrently.
+
+        With :meth:`step_envs`, this lets a caller run sub-envs out of lock-step (the
+        rollout loop starts a new episode in a sub-env as soon as its last one ends).
+        """
+        self._check_open()
+
+        def reset_one(i: int) -> tuple[Any, dict[str, Any]]:
+            seed, options = specs[i]
+            self._last_options[i] = dict(options or {})
+            self._elapsed[i] = 0
+            self._autoreset_envs[i] = False
+            return self.envs[i].reset(seed=seed, options=options)
+
+        indices = list(specs)
+        return dict(zip(indices, self._map(reset_one, indices), strict=True))
+
+    def step_envs(self, actions: Mapping[int, Any]) -> dict[int, tuple[Any, ...]]:
+        """Step only the sub-envs in ``actions`` ({index: action}); no autoreset.
+
+        Returns:
+            {index: (obs, reward, terminated, truncated, info)}.
+        """
+        self._check_open()
+        indices = list(actions)
+        results = self._map(lambda i: self._step_env(i, actions[i]), indices)
+        return dict(zip(indices, results, strict=True))
+
+    def _step_env(self, i: int, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.envs[i].step(action)
+        self._elapsed[i] += 1
+        if self.max_episode_steps is not None and self._elapsed[i] >= self.max_episode_steps:
+            truncated = True
+        self._autoreset_envs[i] = terminated or truncated
+        return obs, reward, terminated, truncated, info
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call ``name`` on every sub-env concurrently (attributes are read)."""

@@ -1,0 +1,71 @@
+"""ExpertPolicy: the task's scripted expert behind the policy interface.
+
+The expert reads privileged state (``oracle(env_index)``, from the env) and acts only
+through the agent's actions. Given a model format, it also writes each step as that
+model would (prompt messages, resized images, completion text), so its episodes are
+demonstrations a model can be fine-tuned on with the same code as its own rollouts.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+from uirl_agents.formats import ModelFormat
+from uirl_agents.policies.base import PolicyStep
+from uirl_agents.policies.context import EpisodeContexts
+from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
+
+
+class ExpertPolicy:
+    """Scripted expert for SimpleDataEntry.
+
+    Args:
+        oracle: ``oracle(env_index)`` returns that sub-env's ``/oracle`` state.
+        format: write steps in this model format (for demonstrations); None: actions only.
+        mode: how the expert fills fields (``type`` or ``copy_paste``).
+        max_images: screenshots per prompt when ``format`` is given.
+    """
+
+    name = "expert"
+
+    def __init__(
+        self,
+        oracle: Callable[[int], dict[str, Any]],
+        *,
+        format: ModelFormat | None = None,
+        mode: Literal["type", "copy_paste"] = "type",
+        max_images: int = 1,
+    ) -> None:
+        self.oracle = oracle
+        self.mode = mode
+        self.format = format
+        self._contexts = EpisodeContexts(format, max_images=max_images) if format else None
+        self._experts: dict[int, SimpleDataEntryExpert] = {}
+
+    def begin_episode(self, env_index: int) -> None:
+        self._experts[env_index] = SimpleDataEntryExpert(mode=self.mode)
+        if self._contexts is not None:
+            self._contexts.begin_episode(env_index)
+
+    def act(
+        self, observations: Sequence[dict[str, Any]], env_indices: Sequence[int]
+    ) -> list[PolicyStep]:
+        steps = []
+        for obs, i in zip(observations, env_indices, strict=True):
+            t0 = time.perf_counter()
+            expert = self._experts.setdefault(i, SimpleDataEntryExpert(mode=self.mode))
+            action = expert.next_action(self.oracle(i))
+            step = PolicyStep(action=action)
+            if self._contexts is not None and self.format is not None:
+                prompt = self._contexts.observe(i, obs)
+                step.text = self.format.render(action, prompt.geometry)
+                step.messages, step.images = prompt.messages, prompt.images
+                # Execute what the text says (e.g. UI-TARS scrolls carry no amount), so a
+                # demonstration's text and its effect always agree.
+                step.action = self.format.parse(step.text, prompt.geometry).action or action
+                self._contexts.record(i, step.text)
+            step.policy_time_s = time.perf_counter() - t0
+            steps.append(step)
+        return steps

@@ -1,0 +1,164 @@
+"""Run a policy on a vector env for a list of episodes; return (and stream) trajectories.
+
+The one code path for collecting episodes: ``scripts/evaluate.py``, the expert-iteration
+trainer and the GRPO trainer all call :func:`collect_episodes`.
+
+Sub-envs run out of lock-step: a sub-env whose episode ends starts the next queued
+episode at once, so a long episode never holds the others back. Each episode is
+described by an :class:`EpisodeSpec` (seed + options = one task instance; a GRPO group
+is G specs with the same seed and options and one ``group_id``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from uirl_agents.policies.base import Policy
+from uirl_agents.trajectories import Episode, Step, TrajectoryWriter
+from uirl_gym.vector import SessionVectorEnv
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to run: the task instance and its group.
+
+    Attributes:
+        seed: the env reset seed (None: drawn by the env).
+        options: the env reset options (``rows``, ``num_rows``, ...).
+        group_id: shared by the episodes of a GRPO group.
+    """
+
+    seed: int | None = None
+    options: dict[str, Any] = field(default_factory=dict)
+    group_id: str | None = None
+
+
+def collect_episodes(
+    policy: Policy,
+    envs: SessionVectorEnv,
+    specs: Sequence[EpisodeSpec],
+    *,
+    max_steps: int = 60,
+    writer: TrajectoryWriter | None = None,
+    keep_screenshots: bool = True,
+    progress: bool | str = True,
+    episode_prefix: str = "ep",
+) -> list[Episode]:
+    """Run ``policy`` for every spec; return the episodes in spec order.
+
+    Args:
+        policy: any :class:`~uirl_agents.policies.base.Policy`.
+        envs: the sub-envs to run on (at most ``envs.num_envs`` episodes at once).
+        specs: the episodes to run.
+        max_steps: an episode still running after this many steps ends truncated.
+        writer: if given, each episode is written as soon as it ends.
+        keep_screenshots: False drops full screenshots from the returned steps once
+            written (trainers need only the model's images; saves ~3 MB a step).
+        progress: show a progress bar (a string is its description).
+        episode_prefix: episode ids are ``{prefix}-{spec index}``.
+    """
+    queue = deque(enumerate(specs))
+    free = deque(range(envs.num_envs))
+    running: dict[int, tuple[int, Episode, dict[str, Any]]] = {}
+    done: dict[int, Episode] = {}
+    bar = tqdm(
+        total=len(specs),
+        desc=progress if isinstance(progress, str) else policy.name,
+        disable=not progress,
+        unit="ep",
+    )
+    while queue or running:
+        _start_episodes(policy, envs, queue, free, running, episode_prefix)
+        indices = list(running)
+        observations = [running[i][2] for i in indices]
+        t0 = time.perf_counter()
+        policy_steps = policy.act(observations, indices)
+        policy_time = (time.perf_counter() - t0) / len(indices)
+        actions = {i: ps.action for i, ps in zip(indices, policy_steps, strict=True)}
+        results = envs.step_envs(actions)
+        for i, ps in zip(indices, policy_steps, strict=True):
+            spec_index, episode, obs = running[i]
+            next_obs, reward, terminated, truncated, info = results[i]
+            truncated = truncated or (not terminated and episode.length + 1 >= max_steps)
+            episode.steps.append(
+                Step(
+                    screenshot=obs["screenshot"],
+                    action=ps.action,
+                    error=ps.error or info.get("invalid_action"),
+                    text=ps.text,
+                    messages=ps.messages,
+                    model_images=ps.images,
+                    prompt_ids=ps.prompt_ids,
+                    completion_ids=ps.completion_ids,
+                    logprobs=ps.logprobs,
+                    reward=float(reward),
+                    terminated=bool(terminated),
+                    truncated=bool(truncated),
+                    progress=info.get("progress"),
+                    policy_time_s=ps.policy_time_s or policy_time,
+                    env_time_s=envs.envs[i].timings.get("step_s", 0.0),
+                )
+            )
+            if terminated or truncated:
+                episode.success = bool(info.get("is_success", False))
+                episode.error = info.get("error")
+                _finish(episode, writer, keep_screenshots)
+                done[spec_index] = episode
+                del running[i]
+                free.append(i)
+                bar.update(1)
+                bar.set_postfix(success=f"{_success_rate(done):.0%}")
+            else:
+                running[i] = (spec_index, episode, next_obs)
+    bar.close()
+    return [done[k] for k in range(len(specs))]
+
+
+def _start_episodes(
+    policy: Policy,
+    envs: SessionVectorEnv,
+    queue: deque[tuple[int, EpisodeSpec]],
+    free: deque[int],
+    running: dict[int, tuple[int, Episode, dict[str, Any]]],
+    prefix: str,
+) -> None:
+    starts: dict[int, tuple[int, EpisodeSpec]] = {}
+    while queue and free:
+        starts[free.popleft()] = queue.popleft()
+    if not starts:
+        return
+    resets = envs.reset_envs({i: (spec.seed, spec.options) for i, (_, spec) in starts.items()})
+    for i, (spec_index, spec) in starts.items():
+        obs, info = resets[i]
+        policy.begin_episode(i)
+        episode = Episode(
+            episode_id=f"{prefix}-{spec_index}",
+            agent=policy.name,
+            seed=spec.seed,
+            options=dict(spec.options),
+            instruction=obs["instruction"],
+            target_rows=list(info["target_rows"]),
+            group_id=spec.group_id,
+        )
+        running[i] = (spec_index, episode, obs)
+
+
+def _finish(episode: Episode, writer: TrajectoryWriter | None, keep_screenshots: bool) -> None:
+    if writer is not None:
+        writer.write(episode)
+    if not keep_screenshots:
+        for step in episode.steps:
+            step.screenshot = None
+
+
+def _success_rate(done: dict[int, Episode]) -> float:
+    return sum(e.success for e in done.values()) / max(1, len(done))
