@@ -104,12 +104,18 @@ class Episode:
 
 
 class TrajectoryWriter:
-    """Appends finished episodes to a run directory (thread-compatible, one writer)."""
+    """Writes finished episodes to a run directory.
 
-    def __init__(self, run_dir: str | os.PathLike[str]) -> None:
+    Args:
+        run_dir: the folder (created).
+        append: keep episodes already there (a resumed run); False starts afresh.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike[str], *, append: bool = True) -> None:
         self.run_dir = Path(run_dir)
         (self.run_dir / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
-        self._file = open(self.run_dir / EPISODES_FILE, "a", encoding="utf-8")  # noqa: SIM115
+        mode = "a" if append else "w"
+        self._file = open(self.run_dir / EPISODES_FILE, mode, encoding="utf-8")  # noqa: SIM115
 
     def _save_image(self, image: np.ndarray) -> str:
         digest = hashlib.sha1(np.ascontiguousarray(image).tobytes()).hexdigest()[:20]

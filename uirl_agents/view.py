@@ -1,0 +1,111 @@
+"""An HTML replay of a run directory: ``python -m uirl_agents.view RUN_DIR``.
+
+Writes ``RUN_DIR/index.html``: per episode, each step's screenshot with the action's
+point drawn on it, the model's output, the action, the reward and any error. The page
+references the run's ``images/`` folder, so it opens offline from the file system.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from uirl_agents.trajectories import EPISODES_FILE
+
+STYLE = """
+body { font: 14px/1.4 sans-serif; margin: 16px; color: #202124; }
+details { border: 1px solid #dadce0; border-radius: 6px; margin: 8px 0; padding: 6px 10px; }
+summary { cursor: pointer; font-weight: bold; }
+.ok { color: #188038; } .fail { color: #d93025; }
+.step { display: flex; gap: 12px; margin: 10px 0; border-top: 1px solid #eee; padding-top: 8px; }
+.shot { position: relative; width: 640px; flex: none; }
+.shot img { width: 640px; display: block; border: 1px solid #ccc; }
+.mark { position: absolute; width: 14px; height: 14px; margin: -9px 0 0 -9px;
+        border: 2px solid #d93025; border-radius: 50%; background: rgba(217,48,37,.25); }
+pre { white-space: pre-wrap; background: #f8f9fa; padding: 6px; margin: 4px 0; }
+"""
+SCALE = 0.5  # screenshots shown at 640 px wide
+
+
+def _step_html(n: int, step: dict[str, Any]) -> str:
+    action = step.get("action") or {}
+    marker = ""
+    if "x" in action and "y" in action:
+        marker = (
+            f'<div class="mark" style="left:{action["x"] * SCALE:.0f}px;'
+            f'top:{action["y"] * SCALE:.0f}px"></div>'
+        )
+    shot = step.get("screenshot")
+    image = (
+        f'<img loading="lazy" src="images/{html.escape(shot)}">' if shot else "<i>no screenshot</i>"
+    )
+    error = f'<div class="fail">{html.escape(step["error"])}</div>' if step.get("error") else ""
+    return (
+        f'<div class="step"><div class="shot">{image}{marker}</div><div>'
+        f"<b>step {n}</b> reward {step.get('reward', 0):+.2f}"
+        f"{' terminated' if step.get('terminated') else ''}"
+        f"{' truncated' if step.get('truncated') else ''}"
+        f"<pre>{html.escape(step.get('text') or '')}</pre>"
+        f"<div>action: <code>{html.escape(json.dumps(action) if action else 'none')}</code></div>"
+        f"{error}</div></div>"
+    )
+
+
+def render_html(run_dir: Path) -> str:
+    episodes = []
+    with open(run_dir / EPISODES_FILE, encoding="utf-8") as f:
+        for line in f:
+            try:
+                episodes.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # an episode cut short by a crash
+    parts = [f"<!doctype html><meta charset=utf-8><title>{html.escape(run_dir.name)}</title>"]
+    parts.append(
+        f"<style>{STYLE}</style><h1>{html.escape(run_dir.name)}: {len(episodes)} episodes</h1>"
+    )
+    for e in episodes:
+        status = (
+            '<span class="ok">success</span>'
+            if e["success"]
+            else '<span class="fail">failure</span>'
+        )
+        parts.append(
+            f"<details><summary>{html.escape(e['episode_id'])} · {html.escape(e['agent'])} · "
+            f"{status} · reward {e['total_reward']:+.2f} · {len(e['steps'])} steps</summary>"
+            f"<p>{html.escape(e['instruction'])}</p>"
+            + (f'<p class="fail">{html.escape(e["error"])}</p>' if e.get("error") else "")
+            + "".join(_step_html(n, s) for n, s in enumerate(e["steps"]))
+            + "</details>"
+        )
+    return "\n".join(parts)
+
+
+def write_viewer(run_dir: str | os.PathLike[str]) -> Path:
+    """Write ``RUN_DIR/index.html`` and return its path."""
+    run_dir = Path(run_dir)
+    out = run_dir / "index.html"
+    out.write_text(render_html(run_dir), encoding="utf-8")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m uirl_agents.view", description=__doc__.splitlines()[0]
+    )
+    p.add_argument(
+        "run_dir", help="a folder with episodes.jsonl (written by evaluate.py or a trainer)"
+    )
+    args = p.parse_args(argv)
+    if not (Path(args.run_dir) / EPISODES_FILE).exists():
+        p.error(f"{args.run_dir}: no {EPISODES_FILE} there")
+    sys.stdout.write(f"{write_viewer(args.run_dir)}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
