@@ -162,6 +162,10 @@ def main() -> None:
         env.reset(seed=0)
         http = bench_http_step(env.session.base_url, steps)
         step_t, reset_t = bench_env_step_reset(env, steps, resets)
+        by_format = {}
+        for fmt in ("png", "jpeg"):
+            env.image_format = env._client.image_format = fmt
+            by_format[fmt] = bench_env_step_reset(env, steps, 0)[0]
         env.close()
         lines += [
             "| measure | p50 | p95 | n |",
@@ -170,8 +174,13 @@ def main() -> None:
             f"| {pct(cold, 95):.2f} s | {len(cold)} |",
             f"| HTTP step: `/act` left_click + settled PNG (bytes) | {pct(http, 50) * 1e3:.1f} ms "
             f"| {pct(http, 95) * 1e3:.1f} ms | {len(http)} |",
-            f"| `UIEnv.step`: left_click, decoded screenshot, reward | "
+            f"| `UIEnv.step` (raw, the default): left_click, screenshot array, reward | "
             f"{pct(step_t, 50) * 1e3:.1f} ms | {pct(step_t, 95) * 1e3:.1f} ms | {len(step_t)} |",
+            *(
+                f"| `UIEnv.step` with `image_format={fmt}` | {pct(t, 50) * 1e3:.1f} ms "
+                f"| {pct(t, 95) * 1e3:.1f} ms | {len(t)} |"
+                for fmt, t in by_format.items()
+            ),
             f"| `UIEnv.reset` (after an episode) | {pct(reset_t, 50) * 1e3:.1f} ms "
             f"| {pct(reset_t, 95) * 1e3:.1f} ms | {len(reset_t)} |",
             "",

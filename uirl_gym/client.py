@@ -13,6 +13,7 @@ change the task's state twice:
 from __future__ import annotations
 
 import io
+import json
 import logging
 import time
 from typing import Any
@@ -156,13 +157,22 @@ class SessionClient:
             InvalidActionError: the server refused the action.
             SessionUnavailableError: the session did not answer.
         """
+        return self.act_with_progress(action, delay_s=delay_s)[0]
+
+    def act_with_progress(
+        self, action: Action, *, delay_s: float = 0.0
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Like :meth:`act`, plus the task's record after the action (``/progress``),
+        from the same response (one round trip)."""
         params = action.to_query()
         params["format"] = self.image_format
         if delay_s:
             params["delay"] = str(delay_s)
         idempotent = action.type is ActionType.SCREENSHOT
         response = self._request("GET", "/act", idempotent=idempotent, params=params)
-        return decode_image(response.content, self.image_format)
+        progress_header = response.headers.get("X-Progress")
+        progress = json.loads(progress_header) if progress_header else self.progress()
+        return decode_image(response.content, self.image_format), progress
 
     def screenshot(self) -> np.ndarray:
         return self.act(Action(ActionType.SCREENSHOT))

@@ -218,9 +218,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             return self._obs, 0.0, True, False, info
         client = self._ensure_session()
         try:
-            screenshot = client.act(parsed)
+            screenshot, progress = client.act_with_progress(parsed)
             t_act = time.perf_counter()
-            progress = client.progress()
             potential = self._potential() if self.reward_mode == "dense" else 0.0
         except InvalidActionError as exc:
             return self._invalid(exc.detail, info)

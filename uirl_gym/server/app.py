@@ -8,6 +8,7 @@ since they arrive while an action holds it.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import uuid
@@ -224,6 +225,9 @@ async def act(request: Request) -> Response:
         "X-Episode": str(state.task.episode_id),
         "X-Width": str(SCREEN_WIDTH),
         "X-Height": str(SCREEN_HEIGHT),
+        # The task's record after the action, so that a client computing rewards needs
+        # no second round trip (same JSON as GET /progress).
+        "X-Progress": json.dumps(state.task.progress(), separators=(",", ":")),
     }
     return Response(image, media_type=MEDIA_TYPES[fmt], headers=headers)
 
