@@ -257,3 +257,20 @@ def _is_browser_main(pid: int) -> bool:
     except OSError:
         return False
     return b"chrom" in cmdline[0] and not any(a.startswith(b"--type=") for a in cmdline)
+
+
+def test_misdirected_requests_are_refused(session: SessionInfo) -> None:
+    """A router names the session it means; another session refuses without acting."""
+    base = session.base_url
+    wrong = requests.get(
+        f"{base}/act?action_type=left_click&x=5&y=5",
+        headers={"X-UIRL-Session-Id": "someone-else"},
+        timeout=10,
+    )
+    assert wrong.status_code == 421 and "someone-else" in wrong.json()["detail"]
+    right = requests.get(
+        f"{base}/act?action_type=screenshot",
+        headers={"X-UIRL-Session-Id": session.session_id},
+        timeout=10,
+    )
+    assert right.status_code == 200

@@ -7,6 +7,11 @@ healthy (reusable) or not (destroyed). Every runtime serves the same HTTP protoc
 
 from __future__ import annotations
 
+import atexit
+import os
+import signal
+import threading
+import weakref
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -21,6 +26,11 @@ class SessionStartError(UIRuntimeError):
 
 class RuntimeClosedError(UIRuntimeError):
     """The runtime was closed; it hands out no more sessions."""
+
+
+# Sent by routers (the Kubernetes proxy) with the session id they mean; a session server
+# refuses (421) a request meant for another session.
+SESSION_HEADER = "X-UIRL-Session-Id"
 
 
 @dataclass(frozen=True)
@@ -56,3 +66,61 @@ class Runtime(Protocol):
     def close(self) -> None:
         """Stop every session this runtime started. Safe to call twice."""
         ...
+
+
+def server_command(
+    *, session_id: str, task: str, host: str, port: int, python: str = "python"
+) -> list[str]:
+    """The session server's command line: the same for every runtime (a pod runs it too)."""
+    return [
+        python,
+        "-m",
+        "uirl_gym.server",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--session-id",
+        session_id,
+        "--task",
+        task,
+        "--log-level",
+        "warning",
+    ]
+
+
+_LIVE_RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()  # type: ignore[type-var]
+_HANDLERS_INSTALLED = False
+
+
+def close_at_exit(runtime: Runtime) -> None:
+    """Close ``runtime`` at interpreter exit and on SIGINT/SIGTERM.
+
+    Signal handlers run the earlier handler (or the default action) afterwards; they can
+    only be installed from the main thread, elsewhere atexit alone holds.
+    """
+    global _HANDLERS_INSTALLED
+    _LIVE_RUNTIMES.add(runtime)
+    if _HANDLERS_INSTALLED:
+        return
+    _HANDLERS_INSTALLED = True
+    atexit.register(_close_all)
+    if threading.current_thread() is not threading.main_thread():
+        return
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous = signal.getsignal(signum)
+
+        def handler(sig: int, frame: object, previous: object = previous) -> None:
+            _close_all()
+            if callable(previous):
+                previous(sig, frame)
+            elif previous == signal.SIG_DFL:
+                signal.signal(sig, signal.SIG_DFL)
+                os.kill(os.getpid(), sig)
+
+        signal.signal(signum, handler)
+
+
+def _close_all() -> None:
+    for runtime in list(_LIVE_RUNTIMES):
+        runtime.close()

@@ -21,12 +21,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import urllib3
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
-from kubernetes import watch as k8s_watch
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
+try:
+    import urllib3
+    from kubernetes import client as k8s_client
+    from kubernetes import config as k8s_config
+    from kubernetes import watch as k8s_watch
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+except ImportError as exc:  # the k8s extra is optional: say how to get it
+    raise ImportError(
+        f"the Kubernetes runtime and proxy need the `kubernetes` client ({exc}). "
+        "Fix: pip install 'uirl[k8s]'"
+    ) from exc
 
 logger = logging.getLogger(__name__)
 

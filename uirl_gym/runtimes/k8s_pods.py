@@ -1,4 +1,4 @@
-"""Session pods: the manifest from the template, and the clean-up of orphaned ones.
+"""Session pods: the manifest, starting one, and the clean-up of orphaned ones.
 
 A pod is made from ``uirl_gym/deploy/session-pod.yaml`` (or a copy named by
 ``template_path``); the runtime fills in the per-session fields. Every pod carries its
@@ -8,16 +8,26 @@ renews while it runs, so that pods of a crashed trainer are found and deleted.
 
 from __future__ import annotations
 
+import argparse
 import copy
 import logging
-from collections.abc import Mapping
+import time
+import uuid
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import requests
 import yaml
 
+from uirl_gym.runtimes.base import (
+    RuntimeClosedError,
+    SessionInfo,
+    SessionStartError,
+    server_command,
+)
 from uirl_gym.runtimes.k8s_api import (
     APP_LABEL,
     APP_NAME,
@@ -28,8 +38,12 @@ from uirl_gym.runtimes.k8s_api import (
     RUN_LABEL,
     SESSION_LABEL,
     TTL_ANNOTATION,
+    KubernetesConfigError,
     PodApi,
     PodApiError,
+    PodCache,
+    PodState,
+    load_api_client,
     session_selector,
 )
 
@@ -37,6 +51,8 @@ logger = logging.getLogger(__name__)
 
 TEMPLATE_PACKAGE = "uirl_gym.deploy"
 TEMPLATE_NAME = "session-pod.yaml"
+DEFAULT_ORPHAN_TTL_S = 900.0
+HTTP_POLL_S = 0.1
 
 
 class PodTemplateError(ValueError):
@@ -62,25 +78,6 @@ def load_template(path: str | None = None) -> dict[str, Any]:
     if not (manifest.get("spec") or {}).get("containers"):
         raise PodTemplateError(f"{source}: expected spec.containers with one container, got none")
     return manifest
-
-
-def server_command(session_id: str, task: str, port: int) -> list[str]:
-    """The container's command: the session server, as the local runtime starts it."""
-    return [
-        "python",
-        "-m",
-        "uirl_gym.server",
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(port),
-        "--session-id",
-        session_id,
-        "--task",
-        task,
-        "--log-level",
-        "warning",
-    ]
 
 
 def expiry(ttl_s: float, now: datetime | None = None) -> str:
@@ -127,7 +124,9 @@ def build_pod_manifest(
     container["image"] = image
     if image_pull_policy:
         container["imagePullPolicy"] = image_pull_policy
-    container["command"] = server_command(session_id, task, port)
+    container["command"] = server_command(
+        session_id=session_id, task=task, host="0.0.0.0", port=port
+    )
     container.pop("args", None)
     ports = [p for p in container.get("ports") or [] if p.get("name") != PORT_NAME]
     container["ports"] = [{"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}, *ports]
@@ -183,3 +182,169 @@ def cleanup_orphans(
     if deleted:
         logger.info("deleted %d orphaned session pod(s): %s", len(deleted), ", ".join(deleted))
     return deleted
+
+
+class PodStarter:
+    """Starts one session pod and waits until it answers through the chosen route.
+
+    Args:
+        api: the pod API.
+        cache: the watched pods of this run (readiness comes from its events).
+        manifest_for: the pod manifest of a session id.
+        proxy_url: route through the proxy; None: to the pod IP.
+        startup_timeout_s: create -> ``GET /`` 200, at most.
+        is_closed: True once the runtime closes (the wait stops).
+    """
+
+    def __init__(
+        self,
+        api: PodApi,
+        cache: PodCache,
+        *,
+        manifest_for: Callable[[str], dict[str, Any]],
+        proxy_url: str | None,
+        startup_timeout_s: float,
+        is_closed: Callable[[], bool],
+    ) -> None:
+        self.api = api
+        self.cache = cache
+        self.manifest_for = manifest_for
+        self.proxy_url = proxy_url
+        self.startup_timeout_s = startup_timeout_s
+        self.is_closed = is_closed
+
+    def start(self) -> tuple[SessionInfo, str]:
+        """Create a pod, wait until it is ready and reachable; returns (session, pod name).
+
+        The pod is deleted again when anything fails.
+
+        Raises:
+            SessionStartError: the pod could not be created, failed, vanished or was not
+                reachable in time.
+            RuntimeClosedError: the runtime closed meanwhile.
+        """
+        session_id = uuid.uuid4().hex[:12]
+        manifest = self.manifest_for(session_id)
+        name = manifest["metadata"]["name"]
+        t0 = time.monotonic()
+        deadline = t0 + self.startup_timeout_s
+        try:
+            self.api.create(manifest)
+        except PodApiError as exc:
+            ns = self.api.namespace
+            raise SessionStartError(
+                f"could not create pod {name} in namespace {ns}: {exc}. Fix: check "
+                f"`kubectl auth can-i create pods -n {ns}` and that the namespace exists"
+            ) from exc
+        try:
+            pod = self.cache.wait_for(
+                name, lambda p: p.usable or p.failure is not None or p.deleting, deadline
+            )
+            self._check_open()
+            if pod is None or not pod.usable:
+                raise SessionStartError(self._not_ready(name, pod, time.monotonic() - t0))
+            base_url = self.route(session_id, pod)
+            self._wait_http(base_url, deadline, name)
+        except BaseException:
+            self._delete_quietly(name)
+            raise
+        logger.info("session %s ready at %s in %.1fs", session_id, base_url, time.monotonic() - t0)
+        return SessionInfo(session_id, base_url), name
+
+    def route(self, session_id: str, pod: PodState) -> str:
+        """The session's base URL: through the proxy, or at the pod's IP and port."""
+        if self.proxy_url:
+            return f"{self.proxy_url.rstrip('/')}/proxy/{session_id}"
+        host = f"[{pod.ip}]" if pod.ip and ":" in pod.ip else pod.ip
+        return f"http://{host}:{pod.port}"
+
+    def _check_open(self) -> None:
+        if self.is_closed():
+            raise RuntimeClosedError("the KubernetesRuntime closed while a pod was starting")
+
+    def _not_ready(self, name: str, pod: PodState | None, waited_s: float) -> str:
+        ns = self.api.namespace
+        if pod is None:
+            what = "was deleted before it was ready"
+        elif pod.failure:
+            what = f"failed: {pod.failure}"
+        elif pod.deleting:
+            what = "is being deleted"
+        else:
+            waiting = f", {pod.waiting}" if pod.waiting else ""
+            what = f"not ready after {waited_s:.0f}s (phase {pod.phase}{waiting})"
+        return (
+            f"pod {name} {what}. Fix: see `kubectl -n {ns} describe pod {name}` and "
+            f"`kubectl -n {ns} logs {name}`; check the image, or raise startup_timeout_s"
+        )
+
+    def _wait_http(self, base_url: str, deadline: float, name: str) -> None:
+        """``GET /`` through the route until 200: the pod is reachable from here."""
+        last = "no answer"
+        with requests.Session() as http:
+            http.trust_env = False  # an HTTP(S)_PROXY variable must not capture pod traffic
+            while time.monotonic() < deadline:
+                self._check_open()
+                try:
+                    response = http.get(base_url + "/", timeout=2)
+                    if response.status_code == 200:
+                        return
+                    last = f"HTTP {response.status_code}: {response.text[:200]}"
+                except requests.RequestException as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                pod = self.cache.get(name)
+                if pod is None or pod.failure or pod.deleting:
+                    raise SessionStartError(self._not_ready(name, pod, 0.0))
+                time.sleep(HTTP_POLL_S)
+        raise SessionStartError(
+            f"pod {name} is ready but {base_url}/ did not answer 200 (last: {last}). Fix: "
+            "check that the proxy runs and proxy_url is right, or that pod IPs are routable "
+            "from here (only inside the cluster; from outside, use the proxy)"
+        )
+
+    def _delete_quietly(self, name: str) -> None:
+        try:
+            self.api.delete(name)
+        except PodApiError as exc:
+            logger.warning("could not delete pod %s (it expires after its TTL): %s", name, exc)
+
+
+def cleanup_main(argv: list[str] | None = None) -> int:
+    """``python -m uirl_gym.runtimes.kubernetes cleanup --namespace NS [--all-runs]``."""
+    parser = argparse.ArgumentParser(prog="python -m uirl_gym.runtimes.kubernetes")
+    commands = parser.add_subparsers(dest="command", required=True)
+    cleanup = commands.add_parser("cleanup", help="delete orphaned session pods")
+    cleanup.add_argument("--namespace", default="default")
+    cleanup.add_argument("--all-runs", action="store_true", help="every session pod")
+    cleanup.add_argument("--run-id", help="also every pod of this run id")
+    cleanup.add_argument(
+        "--ttl-s",
+        type=float,
+        default=DEFAULT_ORPHAN_TTL_S,
+        help="expiry of pods that lack the uirl/expires-at annotation",
+    )
+    cleanup.add_argument("--dry-run", action="store_true", help="list, do not delete")
+    cleanup.add_argument("--kubeconfig")
+    cleanup.add_argument("--context")
+    cleanup.add_argument("--api-server", help="e.g. http://127.0.0.1:8001 (kubectl proxy)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        client = load_api_client(
+            api_server=args.api_server, kubeconfig=args.kubeconfig, context=args.context
+        )
+        names = cleanup_orphans(
+            PodApi(client, args.namespace),
+            run_id=args.run_id,
+            all_runs=args.all_runs,
+            default_ttl_s=args.ttl_s,
+            dry_run=args.dry_run,
+        )
+    except (KubernetesConfigError, PodApiError) as exc:
+        logger.error("cleanup failed: %s", exc)
+        return 1
+    verb = "would delete" if args.dry_run else "deleted"
+    for name in names:
+        print(f"{verb} pod/{name}")  # noqa: T201 - the command's output
+    print(f"{verb} {len(names)} session pod(s) in namespace {args.namespace}")  # noqa: T201
+    return 0

@@ -20,25 +20,22 @@ Example:
 
 from __future__ import annotations
 
-import argparse
-import atexit
 import logging
 import sys
 import threading
 import time
-import uuid
-import weakref
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import requests
-
-from uirl_gym.runtimes.base import RuntimeClosedError, SessionInfo, SessionStartError
+from uirl_gym.runtimes.base import (
+    RuntimeClosedError,
+    SessionInfo,
+    SessionStartError,
+    close_at_exit,
+)
 from uirl_gym.runtimes.k8s_api import (
     EXPIRES_ANNOTATION,
-    LABEL_VALUE_RE,
-    POD_NAME_PREFIX,
     PodApi,
     PodApiError,
     PodCache,
@@ -46,103 +43,18 @@ from uirl_gym.runtimes.k8s_api import (
     load_api_client,
     session_selector,
 )
-from uirl_gym.runtimes.k8s_pods import build_pod_manifest, cleanup_orphans, expiry, load_template
+from uirl_gym.runtimes.k8s_config import KubernetesRuntimeConfig
+from uirl_gym.runtimes.k8s_pods import (
+    PodStarter,
+    cleanup_main,
+    cleanup_orphans,
+    expiry,
+    load_template,
+)
 
 logger = logging.getLogger(__name__)
 
-HTTP_POLL_S = 0.1
 MAX_BACKOFF_S = 30.0
-
-
-def _new_run_id() -> str:
-    return uuid.uuid4().hex[:10]
-
-
-@dataclass
-class KubernetesRuntimeConfig:
-    """Settings of the Kubernetes runtime.
-
-    Attributes:
-        namespace: where the session pods live.
-        kubeconfig: kubeconfig path (None: ``$KUBECONFIG`` or ``~/.kube/config``).
-        context: kubeconfig context (None: the current one).
-        in_cluster: use the pod's service account (None: when running in a pod).
-        api_server: an API URL needing no credentials (``kubectl proxy``); wins over the rest.
-        image: the session image (``uirl_gym/deploy/Dockerfile``).
-        image_pull_policy: overrides the template's (None: keep it).
-        task: the task id the session servers run.
-        template_path: a pod template of your own (None: the shipped one).
-        container_port: the port the session server listens on inside the pod.
-        cpu_request, cpu_limit, memory_request, memory_limit: override the template's
-            resources (None: keep the template's: 500m/1 CPU, 512Mi/1Gi).
-        proxy_url: the routing proxy's URL (sessions at ``{proxy_url}/proxy/{id}``);
-            None routes to pod IPs directly, which works only inside the cluster.
-        pool_size: how many ready sessions wait for :meth:`KubernetesRuntime.acquire`.
-        max_parallel_starts: pods being started at the same time, at most.
-        startup_timeout_s: how long a pod may take to be ready (pull, schedule, start).
-        run_id: the owner label of every pod of this runtime (a fixed id lets a restarted
-            trainer delete what its crashed predecessor left).
-        orphan_ttl_s: pods expire this long after their last renewal (renewed every
-            third of it while the runtime lives).
-        cleanup_on_start: delete expired pods and this run id's pods at start-up.
-    """
-
-    # Cluster access
-    namespace: str = "default"
-    kubeconfig: str | None = None
-    context: str | None = None
-    in_cluster: bool | None = None
-    api_server: str | None = None
-    # The pod
-    image: str = "uirl-session:latest"
-    image_pull_policy: str | None = None
-    task: str = "simple_data_entry"
-    template_path: str | None = None
-    container_port: int = 8000
-    cpu_request: str | None = None
-    cpu_limit: str | None = None
-    memory_request: str | None = None
-    memory_limit: str | None = None
-    # Routing
-    proxy_url: str | None = None
-    # Pool
-    pool_size: int = 2
-    max_parallel_starts: int = 4
-    startup_timeout_s: float = 180.0
-    # Ownership and clean-up
-    run_id: str = field(default_factory=_new_run_id)
-    orphan_ttl_s: float = 900.0
-    cleanup_on_start: bool = True
-
-    def __post_init__(self) -> None:
-        if self.pool_size < 0:
-            raise ValueError(f"pool_size: expected >= 0, got {self.pool_size}")
-        if self.max_parallel_starts < 1:
-            raise ValueError(f"max_parallel_starts: expected >= 1, got {self.max_parallel_starts}")
-        if not LABEL_VALUE_RE.match(self.run_id) or not self.run_id:
-            raise ValueError(
-                f"run_id: expected a label value (letters, digits, '-', '_', '.', at most 63, "
-                f"starting and ending alphanumeric), got {self.run_id!r}"
-            )
-        if self.orphan_ttl_s < 60:
-            raise ValueError(
-                f"orphan_ttl_s: expected >= 60 (renewal happens every third of it), "
-                f"got {self.orphan_ttl_s}"
-            )
-        if self.proxy_url is not None and not self.proxy_url.startswith(("http://", "https://")):
-            raise ValueError(f"proxy_url: expected http(s)://host:port, got {self.proxy_url!r}")
-
-    def resources_override(self) -> dict[str, dict[str, str | None]]:
-        override: dict[str, dict[str, str | None]] = {"requests": {}, "limits": {}}
-        for kind, resource, value in (
-            ("requests", "cpu", self.cpu_request),
-            ("limits", "cpu", self.cpu_limit),
-            ("requests", "memory", self.memory_request),
-            ("limits", "memory", self.memory_limit),
-        ):
-            if value is not None:
-                override[kind][resource] = value
-        return override
 
 
 @dataclass
@@ -150,15 +62,6 @@ class _PodSession:
     info: SessionInfo
     pod_name: str
     lost: bool = False  # the pod failed or vanished while leased: never pool it again
-
-
-_LIVE_RUNTIMES: weakref.WeakSet[KubernetesRuntime] = weakref.WeakSet()
-_ATEXIT_INSTALLED = False
-
-
-def _close_all_runtimes() -> None:
-    for runtime in list(_LIVE_RUNTIMES):
-        runtime.close()
 
 
 class KubernetesRuntime:
@@ -182,12 +85,18 @@ class KubernetesRuntime:
     ) -> None:
         """Connect, clean up orphans, start the watch and the pool.
 
+        Args:
+            config: the settings (defaults: namespace ``default``, pool of 2).
+            api: a ready pod API (tests, custom clients); None builds one from ``config``.
+
         Raises:
             KubernetesConfigError: no usable cluster configuration.
             PodTemplateError: the pod template is not a Pod.
+            PodApiError: the start-up clean-up could not list pods (API down, RBAC).
         """
         self.config = cfg = config or KubernetesRuntimeConfig()
         self._template = load_template(cfg.template_path)
+        self._owns_client = api is None
         if api is None:
             client = load_api_client(
                 api_server=cfg.api_server,
@@ -211,12 +120,19 @@ class KubernetesRuntime:
             self.cleanup_orphans(run_id=cfg.run_id)
         self._cache = PodCache(api, session_selector(run_id=cfg.run_id), self._on_pod_change)
         self._cache.start()
+        self._start_pod = PodStarter(
+            api,
+            self._cache,
+            manifest_for=lambda sid: cfg.pod_manifest(self._template, sid),
+            proxy_url=cfg.proxy_url,
+            startup_timeout_s=cfg.startup_timeout_s,
+            is_closed=lambda: self._closed,
+        )
         self._starter = ThreadPoolExecutor(cfg.max_parallel_starts, "uirl-k8s-start")
         self._deleter = ThreadPoolExecutor(2, "uirl-k8s-delete")
         self._refill = threading.Thread(target=self._refill_loop, name="uirl-k8s-pool", daemon=True)
         self._refill.start()
-        _LIVE_RUNTIMES.add(self)
-        _install_atexit()
+        close_at_exit(self)
         logger.info(
             "kubernetes runtime: namespace %s, run id %s, pool %d, route %s",
             cfg.namespace,
@@ -246,8 +162,14 @@ class KubernetesRuntime:
                     self._check_open()
                     if self._ready:
                         session = self._ready.popleft()
+                        self._cond.notify_all()  # one fewer ready: the refill starts another
+                        pod = self._cache.get(session.pod_name)
+                        if pod is None or not pod.usable:
+                            # It broke between its last check and now (a watch event
+                            # racing with the start): never hand it out.
+                            self._delete_later(session.pod_name)
+                            continue
                         self._leased[session.info.session_id] = session
-                        self._cond.notify_all()
                         return session.info
                     if self._failures:
                         raise self._failures.popleft()
@@ -262,6 +184,8 @@ class KubernetesRuntime:
                     self._cond.wait(remaining)
             finally:
                 self._waiters -= 1
+                if self._waiters == 0:
+                    self._failures.clear()  # meant for waiters that are gone: stale now
 
     def release(self, session: SessionInfo, *, healthy: bool = True) -> None:
         """Back to the pool when healthy and the pool has room; otherwise delete the pod."""
@@ -314,7 +238,8 @@ class KubernetesRuntime:
             left = []
         for pod in left:
             self._delete(pod.name)
-        _LIVE_RUNTIMES.discard(self)
+        if self._owns_client:
+            self.api.api_client.close()
 
     def __enter__(self) -> KubernetesRuntime:
         return self
@@ -401,7 +326,8 @@ class KubernetesRuntime:
 
     def _start_into_pool(self) -> None:
         try:
-            session = self._start_one()
+            info, pod_name = self._start_pod.start()
+            session = _PodSession(info, pod_name)
         except (SessionStartError, RuntimeClosedError) as exc:
             self._start_failed(exc)
             return
@@ -437,94 +363,6 @@ class KubernetesRuntime:
                 self._failures.append(exc)
             self._cond.notify_all()
         logger.warning("session pod failed to start (next try in %.1fs): %s", delay, exc)
-
-    def _start_one(self) -> _PodSession:
-        cfg = self.config
-        session_id = uuid.uuid4().hex[:12]
-        name = POD_NAME_PREFIX + session_id
-        manifest = build_pod_manifest(
-            self._template,
-            session_id=session_id,
-            run_id=cfg.run_id,
-            image=cfg.image,
-            task=cfg.task,
-            port=cfg.container_port,
-            ttl_s=cfg.orphan_ttl_s,
-            image_pull_policy=cfg.image_pull_policy,
-            resources_override=cfg.resources_override(),
-        )
-        t0 = time.monotonic()
-        deadline = t0 + cfg.startup_timeout_s
-        try:
-            self.api.create(manifest)
-        except PodApiError as exc:
-            raise SessionStartError(
-                f"could not create pod {name} in namespace {cfg.namespace}: {exc}. Fix: check "
-                f"`kubectl auth can-i create pods -n {cfg.namespace}` and the namespace"
-            ) from exc
-        try:
-            pod = self._cache.wait_for(
-                name, lambda p: p.usable or p.failure is not None or p.deleting, deadline
-            )
-            self._check_open()
-            if pod is None or not pod.usable:
-                raise SessionStartError(self._not_ready_message(name, pod, time.monotonic() - t0))
-            base_url = self._route(session_id, pod)
-            self._wait_http(base_url, deadline, name)
-        except BaseException:
-            self._delete(name)
-            raise
-        logger.info("session %s ready at %s in %.1fs", session_id, base_url, time.monotonic() - t0)
-        return _PodSession(SessionInfo(session_id, base_url), name)
-
-    def _not_ready_message(self, name: str, pod: PodState | None, waited_s: float) -> str:
-        ns = self.config.namespace
-        if pod is None:
-            what = "was deleted before it was ready"
-        elif pod.failure:
-            what = f"failed: {pod.failure}"
-        elif pod.deleting:
-            what = "is being deleted"
-        else:
-            what = (
-                f"not ready after {waited_s:.0f}s (phase {pod.phase}"
-                f"{', ' + pod.waiting if pod.waiting else ''})"
-            )
-        return (
-            f"pod {name} {what}. Fix: `kubectl -n {ns} describe pod {name}` and "
-            f"`kubectl -n {ns} logs {name}`; check the image {self.config.image!r}, or raise "
-            "startup_timeout_s"
-        )
-
-    def _route(self, session_id: str, pod: PodState) -> str:
-        if self.config.proxy_url:
-            return f"{self.config.proxy_url.rstrip('/')}/proxy/{session_id}"
-        host = f"[{pod.ip}]" if pod.ip and ":" in pod.ip else pod.ip
-        return f"http://{host}:{pod.port}"
-
-    def _wait_http(self, base_url: str, deadline: float, name: str) -> None:
-        """``GET /`` through the chosen route until 200: the pod is reachable from here."""
-        last = "no answer"
-        with requests.Session() as http:
-            http.trust_env = False  # an HTTP(S)_PROXY variable must not capture pod traffic
-            while time.monotonic() < deadline:
-                self._check_open()
-                try:
-                    response = http.get(base_url + "/", timeout=2)
-                    if response.status_code == 200:
-                        return
-                    last = f"HTTP {response.status_code}: {response.text[:200]}"
-                except requests.RequestException as exc:
-                    last = f"{type(exc).__name__}: {exc}"
-                pod = self._cache.get(name)
-                if pod is None or pod.failure or pod.deleting:
-                    raise SessionStartError(self._not_ready_message(name, pod, 0.0))
-                time.sleep(HTTP_POLL_S)
-        raise SessionStartError(
-            f"pod {name} is ready but {base_url}/ does not answer 200 (last: {last}). Fix: "
-            "check that the proxy runs and proxy_url is right, or that pod IPs are routable "
-            "from here (they are only inside the cluster: use the proxy from outside)"
-        )
 
     def _on_pod_change(self, old: PodState | None, new: PodState | None) -> None:
         """From the watch thread: a pooled pod that broke or vanished leaves the pool."""
@@ -569,51 +407,7 @@ class KubernetesRuntime:
             logger.warning("could not delete pod %s (it expires after its TTL): %s", name, exc)
 
 
-def _install_atexit() -> None:
-    global _ATEXIT_INSTALLED
-    if not _ATEXIT_INSTALLED:
-        _ATEXIT_INSTALLED = True
-        atexit.register(_close_all_runtimes)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m uirl_gym.runtimes.kubernetes cleanup --namespace NS [--all-runs]``."""
-    parser = argparse.ArgumentParser(prog="python -m uirl_gym.runtimes.kubernetes")
-    commands = parser.add_subparsers(dest="command", required=True)
-    cleanup = commands.add_parser("cleanup", help="delete orphaned session pods")
-    cleanup.add_argument("--namespace", default="default")
-    cleanup.add_argument(
-        "--all-runs", action="store_true", help="every session pod, expired or not"
-    )
-    cleanup.add_argument("--run-id", help="also every pod of this run id")
-    cleanup.add_argument(
-        "--ttl-s",
-        type=float,
-        default=KubernetesRuntimeConfig.orphan_ttl_s,
-        help="expiry of pods that lack the uirl/expires-at annotation",
-    )
-    cleanup.add_argument("--dry-run", action="store_true", help="list, do not delete")
-    cleanup.add_argument("--kubeconfig")
-    cleanup.add_argument("--context")
-    cleanup.add_argument("--api-server", help="e.g. http://127.0.0.1:8001 (kubectl proxy)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    client = load_api_client(
-        api_server=args.api_server, kubeconfig=args.kubeconfig, context=args.context
-    )
-    names = cleanup_orphans(
-        PodApi(client, args.namespace),
-        run_id=args.run_id,
-        all_runs=args.all_runs,
-        default_ttl_s=args.ttl_s,
-        dry_run=args.dry_run,
-    )
-    verb = "would delete" if args.dry_run else "deleted"
-    for name in names:
-        print(f"{verb} pod/{name}")  # noqa: T201 - the command's output
-    print(f"{verb} {len(names)} session pod(s) in namespace {args.namespace}")  # noqa: T201
-    return 0
-
+__all__ = ["KubernetesRuntime", "KubernetesRuntimeConfig"]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cleanup_main())

@@ -8,7 +8,6 @@ SIGINT/SIGTERM, and by the servers themselves if this process dies (``--parent-p
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
 import signal
@@ -18,7 +17,6 @@ import tempfile
 import threading
 import time
 import uuid
-import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,7 +24,13 @@ from pathlib import Path
 
 import requests
 
-from uirl_gym.runtimes.base import RuntimeClosedError, SessionInfo, SessionStartError
+from uirl_gym.runtimes.base import (
+    RuntimeClosedError,
+    SessionInfo,
+    SessionStartError,
+    close_at_exit,
+    server_command,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,38 +66,6 @@ class _LocalSession:
     log_path: Path
 
 
-_LIVE_RUNTIMES: weakref.WeakSet[LocalRuntime] = weakref.WeakSet()
-_HANDLERS_INSTALLED = False
-
-
-def _close_all_runtimes() -> None:
-    for runtime in list(_LIVE_RUNTIMES):
-        runtime.close()
-
-
-def _install_exit_handlers() -> None:
-    """Stop sessions at exit and on SIGINT/SIGTERM (then defer to earlier handlers)."""
-    global _HANDLERS_INSTALLED
-    if _HANDLERS_INSTALLED:
-        return
-    _HANDLERS_INSTALLED = True
-    atexit.register(_close_all_runtimes)
-    if threading.current_thread() is not threading.main_thread():
-        return  # signal handlers can only be set from the main thread; atexit still holds
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        previous = signal.getsignal(signum)
-
-        def handler(sig: int, frame: object, previous: object = previous) -> None:
-            _close_all_runtimes()
-            if callable(previous):
-                previous(sig, frame)
-            elif previous == signal.SIG_DFL:
-                signal.signal(sig, signal.SIG_DFL)
-                os.kill(os.getpid(), sig)
-
-        signal.signal(signum, handler)
-
-
 class LocalRuntime:
     """Session servers as local subprocesses.
 
@@ -117,8 +89,7 @@ class LocalRuntime:
         else:
             self._tmp = tempfile.TemporaryDirectory(prefix="uirl-sessions-")
             self.log_dir = Path(self._tmp.name)
-        _LIVE_RUNTIMES.add(self)
-        _install_exit_handlers()
+        close_at_exit(self)
 
     def acquire(self, timeout_s: float | None = None) -> SessionInfo:
         with self._lock:
@@ -182,23 +153,17 @@ class LocalRuntime:
         port_file = self.log_dir / f"{session_id}.port"
         log_path = self.log_dir / f"{session_id}.log"
         cmd = [
-            self.config.python,
-            "-m",
-            "uirl_gym.server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "0",
+            *server_command(
+                session_id=session_id,
+                task=self.config.task,
+                host="127.0.0.1",
+                port=0,
+                python=self.config.python,
+            ),
             "--port-file",
             str(port_file),
-            "--session-id",
-            session_id,
-            "--task",
-            self.config.task,
             "--parent-pid",
             str(os.getpid()),
-            "--log-level",
-            "warning",
             *self.config.extra_args,
         ]
         if self.config.browser:

@@ -23,6 +23,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from playwright.async_api import Error as PlaywrightError
 
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action
+from uirl_gym.runtimes.base import SESSION_HEADER
 from uirl_gym.server.browser import BrowserSession, ImageFormat, find_browser
 from uirl_gym.tasks import make_task
 from uirl_gym.tasks.base import Task, TaskOptionsError
@@ -128,6 +129,18 @@ def create_app(config: ServerConfig) -> FastAPI:
     app = FastAPI(title="uirl session server", lifespan=lifespan)
     app.state.session = state
     app.include_router(router)
+
+    @app.middleware("http")
+    async def refuse_misdirected(request: Request, call_next: Any) -> Response:
+        # A router (the Kubernetes proxy) names the session it means; a request that
+        # reached another session (a reused pod IP) is refused before it acts.
+        wanted = request.headers.get(SESSION_HEADER)
+        if wanted is not None and wanted != state.session_id:
+            return JSONResponse(
+                {"detail": f"this is session {state.session_id}, not {wanted}"}, status_code=421
+            )
+        return await call_next(request)
+
     return app
 
 

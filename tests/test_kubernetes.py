@@ -1,0 +1,387 @@
+"""The Kubernetes runtime and the routing proxy, end to end, without a cluster.
+
+The real ``kubernetes`` client talks to a stand-in API server (``k8s_standin.py``) whose
+"kubelet" runs each pod's command as a real process: real session servers (Chromium
+included), the real proxy, real HTTP. Deselect with ``-m "not k8s"``.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("kubernetes")
+
+import requests  # noqa: E402
+import yaml  # noqa: E402
+from k8s_standin import PodStandIn, serve_app  # noqa: E402
+
+from uirl_gym.actions import Action, ActionType  # noqa: E402
+from uirl_gym.client import SessionClient  # noqa: E402
+from uirl_gym.env import UIEnv  # noqa: E402
+from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError  # noqa: E402
+from uirl_gym.runtimes.k8s_api import (  # noqa: E402
+    APP_LABEL,
+    APP_NAME,
+    EXPIRES_ANNOTATION,
+    RUN_LABEL,
+    SESSION_LABEL,
+    PodApi,
+    load_api_client,
+)
+from uirl_gym.runtimes.k8s_pods import build_pod_manifest, cleanup_orphans, load_template  # noqa: E402
+from uirl_gym.runtimes.kubernetes import KubernetesRuntime, KubernetesRuntimeConfig  # noqa: E402
+from uirl_gym.server.proxy import ProxyConfig, create_proxy_app  # noqa: E402
+
+pytestmark = pytest.mark.k8s
+
+NS = "uirl-test"
+DEPLOY = Path(__file__).resolve().parents[1] / "uirl_gym" / "deploy"
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    pytest.fail(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("0.0.0.0", 0))
+        return sock.getsockname()[1]
+
+
+def pod_names(standin: PodStandIn) -> set[str]:
+    return {p["metadata"]["name"] for p in standin.pods(NS)}
+
+
+def assert_all_gone(standin: PodStandIn) -> None:
+    wait_until(lambda: not standin.pods(NS), 10, "every pod to be deleted")
+    wait_until(lambda: not standin.live_pids(), 20, "every pod process to exit")
+
+
+@pytest.fixture(scope="module")
+def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodStandIn]:
+    with PodStandIn(tmp_path_factory.mktemp("standin")) as server:
+        yield server
+    assert not server.live_pids(), "the stand-in left pod processes behind"
+
+
+@pytest.fixture(scope="module")
+def api(standin: PodStandIn) -> PodApi:
+    return PodApi(load_api_client(api_server=standin.url), NS)
+
+
+@pytest.fixture(scope="module")
+def proxy(api: PodApi) -> Iterator[tuple[str, Any]]:
+    """The real proxy app in a uvicorn thread; yields (URL, app)."""
+    # A long cache TTL: the stale-entry test must hit the cached, stale address.
+    app = create_proxy_app(ProxyConfig(cache_ttl_s=300), api)
+    with serve_app(app) as url:
+        yield url, app
+
+
+def runtime_config(standin: PodStandIn, **overrides: Any) -> KubernetesRuntimeConfig:
+    values: dict[str, Any] = {
+        "namespace": NS,
+        "api_server": standin.url,
+        "container_port": free_port(),
+        "startup_timeout_s": 60,
+    }
+    values.update(overrides)
+    return KubernetesRuntimeConfig(**values)
+
+
+def static_pod(name: str, labels: dict[str, str], port: int, root: Path) -> dict[str, Any]:
+    """A cheap pod: a static file server (for proxy tests that need no browser)."""
+    command = [
+        "python", "-m", "http.server", str(port), "--bind", "0.0.0.0", "--directory", str(root)
+    ]  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "web",
+                    "image": "python:3.11-slim",
+                    "command": command,
+                    "ports": [{"name": "http", "containerPort": port}],
+                    "readinessProbe": {"httpGet": {"path": "/", "port": "http"}},
+                }
+            ],
+        },
+    }
+
+
+def sleeper_pod(name: str, labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations},
+        "spec": {"containers": [{"name": "c", "image": "busybox", "command": ["sleep", "600"]}]},
+    }
+
+
+# -- manifests ---------------------------------------------------------------------------
+
+
+def test_manifests_validate_against_the_kubernetes_schemas() -> None:
+    kv = pytest.importorskip("kubernetes_validate")
+    version = kv.latest_version()
+    documents = []
+    for path in sorted(DEPLOY.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and not doc["apiVersion"].startswith("kustomize."):
+                documents.append((path.name, doc))
+    kinds = {doc["kind"] for _, doc in documents}
+    assert {"Pod", "Deployment", "Service", "ServiceAccount", "Role", "RoleBinding"} <= kinds
+    pod = build_pod_manifest(
+        load_template(),
+        session_id="abc123",
+        run_id="run1",
+        image="registry.example/uirl-session:1",
+        task="simple_data_entry",
+        port=8123,
+        ttl_s=600,
+        resources_override={"limits": {"cpu": "2", "memory": None}},
+    )
+    documents.append(("built pod", pod))
+    for name, doc in documents:
+        try:
+            kv.validate(doc, version, strict=True)
+        except kv.ValidationError as exc:
+            pytest.fail(f"{name} ({doc['kind']}) does not validate: {exc}")
+    broken = {**pod, "spec": {**pod["spec"], "restartPolicyy": "Never"}}
+    with pytest.raises(kv.ValidationError):
+        kv.validate(broken, version, strict=True)  # the check has teeth
+
+
+def test_built_pod_manifest() -> None:
+    pod = build_pod_manifest(
+        load_template(),
+        session_id="abc123",
+        run_id="run1",
+        image="img:1",
+        task="simple_data_entry",
+        port=8123,
+        ttl_s=600,
+        resources_override={"limits": {"cpu": "2", "memory": None}},
+    )
+    meta, spec = pod["metadata"], pod["spec"]
+    assert meta["name"] == "uirl-session-abc123"
+    assert meta["labels"] == {APP_LABEL: APP_NAME, SESSION_LABEL: "abc123", RUN_LABEL: "run1"}
+    expires = datetime.fromisoformat(meta["annotations"][EXPIRES_ANNOTATION])
+    assert timedelta(seconds=590) < expires - datetime.now(UTC) <= timedelta(seconds=600)
+    assert spec["restartPolicy"] == "Never"
+    assert spec["automountServiceAccountToken"] is False
+    (container,) = spec["containers"]
+    assert container["command"][:3] == ["python", "-m", "uirl_gym.server"]
+    assert container["command"][3:] == [
+        "--host", "0.0.0.0", "--port", "8123", "--session-id", "abc123",
+        "--task", "simple_data_entry", "--log-level", "warning",
+    ]  # fmt: skip
+    assert container["ports"][0] == {"name": "http", "containerPort": 8123, "protocol": "TCP"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
+    assert container["resources"]["limits"] == {"cpu": "2"}
+    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "640Mi"}
+
+
+def test_config_validation() -> None:
+    with pytest.raises(ValueError, match="pool_size: expected >= 0, got -1"):
+        KubernetesRuntimeConfig(pool_size=-1)
+    with pytest.raises(ValueError, match="run_id: expected a label value"):
+        KubernetesRuntimeConfig(run_id="not a label!")
+
+
+# -- the proxy ---------------------------------------------------------------------------
+
+
+def test_proxy_refuses_what_is_not_a_session(
+    standin: PodStandIn, api: PodApi, proxy: tuple[str, Any], tmp_path: Path
+) -> None:
+    url, _ = proxy
+    assert requests.get(f"{url}/healthz", timeout=5).json()["status"] == "ok"
+    assert requests.get(f"{url}/proxy/Not_A_Session/", timeout=5).status_code == 400
+    assert requests.get(f"{url}/proxy/{'a' * 60}/", timeout=5).status_code == 400
+    assert requests.get(f"{url}/proxy/nosuchsession/", timeout=5).status_code == 404
+    # A pod that claims a session id but is not a uirl session pod is never reached.
+    port = free_port()
+    api.create(static_pod("impostor", {SESSION_LABEL: "impostor1"}, port, tmp_path))
+    api.create(
+        static_pod("other-app", {APP_LABEL: "web", SESSION_LABEL: "impostor2"}, port, tmp_path)
+    )
+    wait_until(lambda: all(api.read(n).usable for n in ("impostor", "other-app")), 20, "ready")
+    for session_id in ("impostor1", "impostor2"):
+        reply = requests.get(f"{url}/proxy/{session_id}/", timeout=5)
+        assert reply.status_code == 404, reply.text
+    api.delete("impostor")
+    api.delete("other-app")
+    assert_all_gone(standin)
+
+
+def test_proxy_passes_through_and_recovers_from_a_stale_address(
+    standin: PodStandIn, api: PodApi, proxy: tuple[str, Any], tmp_path: Path
+) -> None:
+    url, app = proxy
+    (tmp_path / "hello.txt").write_text("hello")
+    labels = {APP_LABEL: APP_NAME, SESSION_LABEL: "static1"}
+    port = free_port()
+    api.create(static_pod("static-a", labels, port, tmp_path))
+    wait_until(lambda: api.read("static-a").usable, 20, "pod static-a to be ready")
+    reply = requests.get(f"{url}/proxy/static1/hello.txt?x=1", timeout=5)
+    assert (reply.status_code, reply.text) == (200, "hello")
+    assert reply.headers["content-type"].startswith("text/plain")
+    assert requests.get(f"{url}/proxy/static1/missing.txt", timeout=5).status_code == 404
+    # The pod is replaced behind the proxy's back: same session id, new pod, new IP.
+    old_ip = api.read("static-a").ip
+    api.delete("static-a")
+    api.create(static_pod("static-b", labels, port, tmp_path))
+    new = wait_until(lambda: (p := api.read("static-b")) and p.usable and p, 20, "static-b")
+    assert new.ip != old_ip
+    wait_until(lambda: not standin.kubelet_process(NS, "static-a"), 10, "static-a to go")
+    lookups = app.state.resolver.lookups
+    reply = requests.get(f"{url}/proxy/static1/hello.txt", timeout=10)
+    assert (reply.status_code, reply.text) == (200, "hello")
+    assert app.state.resolver.lookups == lookups + 1  # the stale entry was dropped once
+    api.delete("static-b")
+    assert_all_gone(standin)
+
+
+# -- the runtime -------------------------------------------------------------------------
+
+
+def test_unpullable_image_fails_fast(standin: PodStandIn) -> None:
+    config = runtime_config(standin, image="unpullable/uirl-session:0", pool_size=0)
+    with KubernetesRuntime(config) as runtime:
+        with pytest.raises(SessionStartError, match="ErrImagePull"):
+            runtime.acquire(timeout_s=60)
+    assert_all_gone(standin)
+    with pytest.raises(RuntimeClosedError):
+        runtime.acquire()
+
+
+def test_warm_pool_end_to_end_through_the_proxy(
+    standin: PodStandIn, api: PodApi, proxy: tuple[str, Any]
+) -> None:
+    url, _ = proxy
+    runtime = KubernetesRuntime(runtime_config(standin, pool_size=1, proxy_url=url))
+    try:
+        runtime.wait_pool_ready(timeout_s=60)
+        assert runtime.stats() == {"ready": 1, "leased": 0, "starting": 0}
+
+        t0 = time.perf_counter()
+        first = runtime.acquire()
+        print(f"acquire from the warm pool: {(time.perf_counter() - t0) * 1000:.2f} ms")
+        assert first.base_url == f"{url}/proxy/{first.session_id}"
+        # Given back while its replacement starts: it returns to the pool, which then
+        # holds one too many once the replacement is ready; the extra is deleted.
+        runtime.release(first, healthy=True)
+        wait_until(
+            lambda: (
+                runtime.stats() == {"ready": 1, "leased": 0, "starting": 0}
+                and len(pod_names(standin)) == 1
+            ),
+            60,
+            "the pool to settle at one session",
+        )
+        session = runtime.acquire()
+        assert session == first  # the pooled session, not a new one
+        leased_pod = f"uirl-session-{session.session_id}"
+
+        client = SessionClient(session.base_url, image_format="jpeg")
+        try:
+            reset = client.reset(seed=3)
+            assert reset["session_id"] == session.session_id and reset["instruction"]
+            assert client.act(Action(ActionType.SCREENSHOT)).shape == (800, 1280, 3)
+            client.act(Action(ActionType.LEFT_CLICK, x=640, y=400))
+            assert {"submitted_row_indices", "num_incorrect_submissions"} <= set(client.progress())
+        finally:
+            client.close()
+        # A 4xx and its JSON body pass through the proxy unchanged.
+        bad = requests.get(f"{session.base_url}/act", params={"action_type": "fly"}, timeout=10)
+        assert bad.status_code == 400 and "action_type" in bad.json()["detail"]
+        assert bad.headers["content-type"] == "application/json"
+
+        # The pool refills behind the lease.
+        runtime.wait_pool_ready(timeout_s=60)
+        pooled = wait_until(lambda: pod_names(standin) - {leased_pod}, 10, "the pooled pod")
+        assert len(pooled) == 1
+
+        # The watch survives an expired resourceVersion (410), then a pooled pod is
+        # deleted behind the runtime's back: it is replaced.
+        standin.compact()
+        standin.drop_watches()
+        api.delete(next(iter(pooled)))
+        wait_until(
+            lambda: (
+                runtime.stats()["ready"] == 1
+                and len(pod_names(standin) - {leased_pod} - pooled) == 1
+            ),
+            60,
+            "a replacement of the deleted pod",
+        )
+
+        runtime.release(session, healthy=False)
+        wait_until(lambda: leased_pod not in pod_names(standin), 10, "the unhealthy pod to go")
+        assert runtime.stats()["leased"] == 0
+    finally:
+        runtime.close()
+    assert_all_gone(standin)
+
+
+def test_env_on_the_runtime_direct_route_and_pool_cap(standin: PodStandIn) -> None:
+    with KubernetesRuntime(runtime_config(standin, pool_size=0)) as runtime:
+        env = UIEnv(runtime=runtime, image_format="jpeg")  # acquires at its first reset
+        try:
+            obs, info = env.reset(seed=1)
+            assert env.session is not None
+            assert env.session.base_url.startswith("http://127.77.")  # the pod IP, no proxy
+            assert obs["screenshot"].shape == (800, 1280, 3)
+            env.step(Action(ActionType.LEFT_CLICK, x=100, y=100))
+        finally:
+            env.close()  # gives the session back healthy; a pool of size 0 is full: deleted
+        wait_until(lambda: not standin.pods(NS), 10, "the released pod to be deleted")
+    assert_all_gone(standin)
+
+
+def test_orphan_cleanup(standin: PodStandIn, api: PodApi) -> None:
+    past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
+    uirl = {APP_LABEL: APP_NAME}
+    api.create(sleeper_pod("expired", {**uirl, RUN_LABEL: "old"}, {EXPIRES_ANNOTATION: past}))
+    api.create(sleeper_pod("live", {**uirl, RUN_LABEL: "other"}, {EXPIRES_ANNOTATION: future}))
+    api.create(sleeper_pod("unannotated", {**uirl, RUN_LABEL: "other"}, {}))
+    api.create(
+        sleeper_pod("crashed", {**uirl, RUN_LABEL: "crashed1"}, {EXPIRES_ANNOTATION: future})
+    )
+    api.create(sleeper_pod("not-uirl", {APP_LABEL: "web"}, {EXPIRES_ANNOTATION: past}))
+
+    assert cleanup_orphans(api, default_ttl_s=600) == ["expired"]
+    # A runtime restarted with the run id of a crashed one deletes what it left.
+    config = runtime_config(standin, pool_size=0, run_id="crashed1")
+    KubernetesRuntime(config).close()
+    assert pod_names(standin) == {"live", "unannotated", "not-uirl"}
+
+    command = [sys.executable, "-m", "uirl_gym.runtimes.kubernetes", "cleanup"]
+    args = ["--namespace", NS, "--api-server", standin.url, "--all-runs"]
+    out = subprocess.run(command + args, capture_output=True, text=True, timeout=60, check=True)
+    assert "deleted 2 session pod(s)" in out.stdout, out.stdout + out.stderr
+    assert pod_names(standin) == {"not-uirl"}  # never touches pods without the uirl label
+    api.delete("not-uirl")
+    assert_all_gone(standin)

@@ -1,0 +1,280 @@
+"""The routing proxy: ``ANY /proxy/{session_id}/{path}`` -> that session's pod.
+
+The same protocol as the ui-verifiers proxy: method, path, query and body go to the pod
+unchanged; status, body and content type come back unchanged. Only pods labelled
+``app=uirl-session`` with the matching ``uirl/session-id`` label are ever reached, so
+the proxy cannot be used to reach anything else in the namespace.
+
+Pod IPs are cached for ``cache_ttl_s``; a connection failure drops the cached entry and
+looks the pod up once more (pods are replaced, IPs change). Run it in the cluster
+(``uirl_gym/deploy/proxy.yaml``) or anywhere with API access::
+
+    python -m uirl_gym.server.proxy --namespace uirl --port 8080
+
+Needs the ``k8s`` extra.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import httpx
+import uvicorn
+from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.responses import JSONResponse
+
+from uirl_gym.runtimes.base import SESSION_HEADER
+from uirl_gym.runtimes.k8s_api import (
+    APP_LABEL,
+    APP_NAME,
+    SESSION_ID_RE,
+    SESSION_LABEL,
+    PodApi,
+    PodApiError,
+    load_api_client,
+    session_selector,
+)
+
+logger = logging.getLogger(__name__)
+
+METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
+# Hop-by-hop headers (RFC 9110 7.6.1) and those httpx recomputes: never forwarded.
+HOP_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "host",
+        "content-length",
+        "content-encoding",
+    }
+)
+
+
+@dataclass
+class ProxyConfig:
+    """Settings of the routing proxy.
+
+    Attributes:
+        cache_ttl_s: how long a pod's address is reused without a lookup.
+        connect_timeout_s: to open a connection to a pod.
+        read_timeout_s: for a pod's answer (an action with a settle delay takes seconds).
+        max_connections: to all pods together (keep-alive pool).
+    """
+
+    cache_ttl_s: float = 5.0
+    connect_timeout_s: float = 3.0
+    read_timeout_s: float = 60.0
+    max_connections: int = 256
+
+
+class SessionNotFoundError(Exception):
+    """No pod of that session id (or not a uirl session pod)."""
+
+
+class SessionNotReadyError(Exception):
+    """The session's pod exists but is not ready (starting, failing or being deleted)."""
+
+
+class PodResolver:
+    """Session id -> ``(pod IP, port)``, from the pod API, cached for a short time."""
+
+    def __init__(self, api: PodApi, ttl_s: float) -> None:
+        self.api = api
+        self.ttl_s = ttl_s
+        self._cache: dict[str, tuple[str, int, float]] = {}
+        self.lookups = 0  # API lookups made (for tests and metrics)
+
+    async def resolve(self, session_id: str) -> tuple[str, int]:
+        """The pod's address.
+
+        Raises:
+            SessionNotFoundError: no uirl session pod has this id.
+            SessionNotReadyError: its pod is not ready.
+            PodApiError: the API server did not answer.
+        """
+        cached = self._cache.get(session_id)
+        if cached is not None and cached[2] > time.monotonic():
+            return cached[0], cached[1]
+        self.lookups += 1
+        pods, _ = await asyncio.to_thread(self.api.list, session_selector(session_id=session_id))
+        # The selector already filters; checking again costs nothing and keeps the
+        # guarantee even against a misbehaving API server.
+        pods = [
+            p
+            for p in pods
+            if p.labels.get(APP_LABEL) == APP_NAME and p.labels.get(SESSION_LABEL) == session_id
+        ]
+        if not pods:
+            self._cache.pop(session_id, None)
+            raise SessionNotFoundError(session_id)
+        usable = [p for p in pods if p.usable]
+        if not usable:
+            self._cache.pop(session_id, None)
+            raise SessionNotReadyError(f"{pods[0].name}: phase {pods[0].phase}, not ready")
+        pod = max(usable, key=lambda p: p.created_at.timestamp() if p.created_at else 0.0)
+        ip = pod.ip or ""  # usable pods have an IP
+        self._cache[session_id] = (ip, pod.port, time.monotonic() + self.ttl_s)
+        return ip, pod.port
+
+    def invalidate(self, session_id: str) -> None:
+        self._cache.pop(session_id, None)
+
+
+@dataclass
+class _Outgoing:
+    """One client request, to be sent to a pod (twice at most, see ``forward``)."""
+
+    method: str
+    target: bytes  # raw path + query, as the client sent them
+    body: bytes
+    headers: list[tuple[str, str]]
+
+    async def send(self, http: httpx.AsyncClient, session_id: str, ip: str, port: int) -> Response:
+        """The pod's answer; connection failures propagate (the caller retries once).
+
+        Raises:
+            httpx.ConnectError, httpx.ConnectTimeout: the pod could not be reached.
+            HTTPException: 504 when the pod did not answer in time, 502 on other errors.
+        """
+        host = f"[{ip}]" if ":" in ip else ip
+        url = httpx.URL(f"http://{host}:{port}").copy_with(raw_path=self.target)
+        headers = [*self.headers, (SESSION_HEADER, session_id)]
+        try:
+            reply = await http.request(self.method, url, content=self.body, headers=headers)
+        except (httpx.ConnectError, httpx.ConnectTimeout):
+            raise
+        except httpx.TimeoutException as exc:
+            raise _error(504, f"session {session_id} did not answer in time: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise _error(502, f"session {session_id}: {type(exc).__name__}: {exc}") from None
+        if reply.status_code == 421:
+            # Another session answered (its pod took over a cached IP): nothing was done.
+            raise MisdirectedError(reply.text)
+        headers = {k: v for k, v in reply.headers.items() if k.lower() not in HOP_HEADERS}
+        return Response(reply.content, status_code=reply.status_code, headers=headers)
+
+
+class MisdirectedError(Exception):
+    """The pod at a cached address is another session's; the request was refused."""
+
+
+def _error(status: int, message: str) -> HTTPException:
+    return HTTPException(status_code=status, detail=message)
+
+
+def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
+    """The proxy app, routing to the session pods that ``api`` lists (its namespace)."""
+    resolver = PodResolver(api, config.cache_ttl_s)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        limits = httpx.Limits(
+            max_connections=config.max_connections,
+            max_keepalive_connections=config.max_connections,
+        )
+        timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
+        # trust_env=False: HTTP(S)_PROXY variables must not capture pod traffic.
+        async with httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False) as http:
+            app.state.http = http
+            yield
+
+    app = FastAPI(title="uirl routing proxy", lifespan=lifespan)
+    app.state.resolver = resolver
+
+    @app.get("/healthz")
+    async def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok", "namespace": api.namespace})
+
+    @app.api_route("/proxy/{session_id}", methods=METHODS)
+    @app.api_route("/proxy/{session_id}/{path:path}", methods=METHODS)
+    async def forward(request: Request, session_id: str, path: str = "") -> Response:
+        if not SESSION_ID_RE.match(session_id):
+            raise _error(
+                400,
+                f"malformed session id {session_id[:80]!r}: expected lowercase letters, "
+                "digits and '-' (at most 48), as handed out by the runtime",
+            )
+        # The raw path keeps the client's percent-encoding exactly (``path`` is decoded).
+        raw_path = request.scope.get("raw_path") or request.url.path.encode()
+        target = raw_path[len(f"/proxy/{session_id}") :] or b"/"
+        if request.url.query:
+            target += b"?" + request.url.query.encode()
+        outgoing = _Outgoing(
+            request.method,
+            target,
+            await request.body(),
+            [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_HEADERS],
+        )
+        http: httpx.AsyncClient = request.app.state.http
+        ip, port = await _resolve(resolver, session_id)
+        try:
+            return await outgoing.send(http, session_id, ip, port)
+        except (httpx.ConnectError, httpx.ConnectTimeout, MisdirectedError) as exc:
+            # Never delivered (or refused unprocessed), so safe to repeat: the pod was
+            # replaced or is gone.
+            resolver.invalidate(session_id)
+            logger.info("session %s: %s at %s; looking it up again", session_id, exc, ip)
+        ip, port = await _resolve(resolver, session_id)
+        try:
+            return await outgoing.send(http, session_id, ip, port)
+        except (httpx.ConnectError, httpx.ConnectTimeout, MisdirectedError) as exc:
+            resolver.invalidate(session_id)
+            raise _error(502, f"session {session_id} unreachable at {ip}:{port}: {exc}") from None
+
+    return app
+
+
+async def _resolve(resolver: PodResolver, session_id: str) -> tuple[str, int]:
+    try:
+        return await resolver.resolve(session_id)
+    except SessionNotFoundError:
+        raise _error(404, f"no uirl session {session_id!r}: it ended or never existed") from None
+    except SessionNotReadyError as exc:
+        raise _error(503, f"session {session_id} is not ready: {exc}") from None
+    except PodApiError as exc:
+        raise _error(503, f"pod lookup failed (Kubernetes API): {exc}") from None
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m uirl_gym.server.proxy", description=__doc__)
+    p.add_argument("--host", default="0.0.0.0")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--namespace", default="default", help="where the session pods live")
+    p.add_argument("--cache-ttl-s", type=float, default=ProxyConfig.cache_ttl_s)
+    p.add_argument("--read-timeout-s", type=float, default=ProxyConfig.read_timeout_s)
+    p.add_argument("--kubeconfig", help="default: in-cluster when in a pod, else ~/.kube/config")
+    p.add_argument("--context")
+    p.add_argument("--api-server", help="an API URL without credentials (kubectl proxy)")
+    p.add_argument("--log-level", default="info")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    client = load_api_client(
+        api_server=args.api_server, kubeconfig=args.kubeconfig, context=args.context
+    )
+    config = ProxyConfig(cache_ttl_s=args.cache_ttl_s, read_timeout_s=args.read_timeout_s)
+    app = create_proxy_app(config, PodApi(client, args.namespace))
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
