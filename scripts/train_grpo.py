@@ -1,0 +1,27 @@
+"""GRPO over multi-step episodes on the uirl env (loop: uirl_agents/trainers/grpo.py).
+
+    python scripts/train_grpo.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/grpo
+    accelerate launch --num_processes 8 scripts/train_grpo.py \
+        --config scripts/configs/qwen25vl_3b_lora.yaml --output-dir runs/grpo-3b
+
+Any config field can be overridden: ``--optim.learning_rate 1e-4 --env.num_envs 8``.
+Rerunning the same command resumes from the last checkpoint in the output dir.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from uirl_agents.trainers.cli import parse_args
+from uirl_agents.trainers.config import GRPOConfig
+from uirl_agents.trainers.grpo import train_grpo
+
+
+def main(argv: list[str] | None = None) -> None:
+    config, output_dir = parse_args(GRPOConfig, argv, __doc__.splitlines()[0])
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    train_grpo(config, output_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,27 @@
+"""Expert iteration (rejection sampling + SFT) on the uirl env (loop: uirl_agents/trainers/rs.py).
+
+    python scripts/train_rs.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/rs
+    accelerate launch --num_processes 8 scripts/train_rs.py \
+        --config scripts/configs/uitars15_7b_lora.yaml --output-dir runs/rs-7b
+
+Any config field can be overridden: ``--rs.reward_threshold 0.5 --env.num_envs 8``.
+Rerunning the same command resumes from the last checkpoint in the output dir.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from uirl_agents.trainers.cli import parse_args
+from uirl_agents.trainers.config import RSConfig
+from uirl_agents.trainers.rs import train_rs
+
+
+def main(argv: list[str] | None = None) -> None:
+    config, output_dir = parse_args(RSConfig, argv, __doc__.splitlines()[0])
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    train_rs(config, output_dir)
+
+
+if __name__ == "__main__":
+    main()

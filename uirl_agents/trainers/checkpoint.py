@@ -1,0 +1,143 @@
+"""Checkpoints: enough to resume a run exactly where its last checkpoint left it.
+
+A checkpoint is a folder ``OUTPUT_DIR/checkpoints/iter_NNNNNN`` (N = iterations done):
+
+- ``adapter/`` (peft ``save_pretrained``) with LoRA, or ``model/`` for full fine-tuning;
+- ``optimizer.pt``: the optimizer's state dict;
+- ``rng.pt``: every process's Python, NumPy and torch RNG states;
+- ``trainer_state.json``: the iteration count and the run's counters.
+
+It is written to ``iter_NNNNNN.tmp`` and renamed when complete, so a run killed while
+saving leaves the previous checkpoint as the latest. Only the main process writes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINTS_DIR = "checkpoints"
+STATE_FILE = "trainer_state.json"
+ADAPTER_DIR = "adapter"
+MODEL_DIR = "model"
+_NAME = re.compile(r"^iter_(\d{6})$")
+
+
+def checkpoint_name(iteration: int) -> str:
+    return f"iter_{iteration:06d}"
+
+
+def list_checkpoints(output_dir: str | Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first."""
+    root = Path(output_dir) / CHECKPOINTS_DIR
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and _NAME.match(p.name)]
+    return sorted(found, key=lambda p: p.name)
+
+
+def latest_checkpoint(output_dir: str | Path) -> Path | None:
+    checkpoints = list_checkpoints(output_dir)
+    return checkpoints[-1] if checkpoints else None
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's RNG states (Python, NumPy global, torch CPU and CUDA)."""
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(
+    output_dir: str | Path,
+    iteration: int,
+    *,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    rng_states: list[dict[str, Any]],
+    state: dict[str, Any],
+    keep_last: int,
+) -> Path:
+    """Write checkpoint ``iteration`` (iterations done) and delete all but the last ``keep_last``.
+
+    Args:
+        output_dir: the run folder.
+        iteration: iterations completed; the resumed run starts at this index.
+        model: the trained model (a peft model saves only its adapter).
+        optimizer: its state dict is saved.
+        rng_states: one :func:`rng_state` per process, in rank order.
+        state: JSON-serialisable counters (saved with ``iteration``).
+        keep_last: checkpoints kept.
+
+    Returns:
+        The checkpoint folder.
+    """
+    root = Path(output_dir) / CHECKPOINTS_DIR
+    final = root / checkpoint_name(iteration)
+    tmp = final.with_name(final.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    if _is_peft(model):
+        model.save_pretrained(tmp / ADAPTER_DIR)
+    else:
+        model.save_pretrained(tmp / MODEL_DIR)
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(rng_states, tmp / "rng.pt")
+    (tmp / STATE_FILE).write_text(json.dumps({**state, "iteration": iteration}, indent=2))
+    shutil.rmtree(final, ignore_errors=True)
+    tmp.rename(final)
+    for old in list_checkpoints(output_dir)[:-keep_last]:
+        shutil.rmtree(old, ignore_errors=True)
+    logger.info("saved checkpoint %s", final)
+    return final
+
+
+def load_state(checkpoint: Path) -> dict[str, Any]:
+    return json.loads((checkpoint / STATE_FILE).read_text())
+
+
+def load_optimizer(checkpoint: Path, optimizer: torch.optim.Optimizer) -> None:
+    optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=False))
+
+
+def load_rng(checkpoint: Path, rank: int, world_size: int) -> None:
+    """Restore this process's RNG states (skipped with a warning if the world size changed)."""
+    states = torch.load(checkpoint / "rng.pt", weights_only=False)
+    if len(states) != world_size:
+        logger.warning(
+            "checkpoint %s was written by %d processes, this run has %d: RNG states not restored",
+            checkpoint,
+            len(states),
+            world_size,
+        )
+        return
+    set_rng_state(states[rank])
+
+
+def _is_peft(model: torch.nn.Module) -> bool:
+    from peft import PeftModel
+
+    return isinstance(model, PeftModel)

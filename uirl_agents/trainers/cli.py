@@ -1,0 +1,249 @@
+"""Configs from YAML and the command line; the field table of docs/training.md.
+
+``load_config(GRPOConfig, "run.yaml", {"optim.learning_rate": "1e-4"})`` reads the file,
+applies dotted overrides (values read as YAML) and builds the dataclasses, whose
+``__post_init__`` runs the cross-field checks. :func:`parse_args` adds one
+``--section.field VALUE`` option per config field, with the field's help text.
+
+>>> from uirl_agents.trainers.config import GRPOConfig
+>>> cfg = load_config(GRPOConfig, None, {"optim.learning_rate": "1e-4", "model.lora_rank": "8"})
+>>> cfg.optim.learning_rate, cfg.model.lora_rank
+(0.0001, 8)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import logging
+import types
+import typing
+from dataclasses import MISSING
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+
+from uirl_agents.trainers.config import GRPOConfig, RSConfig, TrainConfig
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _is_section(tp: Any) -> bool:
+    return isinstance(tp, type) and dataclasses.is_dataclass(tp)
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(value: Any, tp: Any, name: str) -> Any:
+    """``value`` checked against the annotation ``tp`` (ints widen to floats).
+
+    Raises:
+        ValueError: the value does not fit the annotation.
+    """
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, name)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError(errors[0])
+    if origin is Literal:
+        if value not in args:
+            close = difflib.get_close_matches(str(value), [str(a) for a in args], n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"{name}: expected one of {list(args)}, got {value!r}{hint}")
+        return value
+    if origin is list:
+        if not isinstance(value, list | tuple):
+            raise ValueError(f"{name}: expected a list, got {value!r}")
+        return [_coerce(v, args[0], f"{name}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{name}: expected a mapping, got {value!r}")
+        return dict(value)
+    return _coerce_scalar(value, tp, name)
+
+
+def _coerce_scalar(value: Any, tp: Any, name: str) -> Any:
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    if tp is bool and isinstance(value, bool):
+        return value
+    if tp is int and is_number and float(value).is_integer():
+        return int(value)
+    if tp is float and is_number:
+        return float(value)
+    if tp is str and (isinstance(value, str) or is_number):
+        return str(value)  # e.g. a numeric run name
+    raise ValueError(f"{name}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
+
+
+def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    hints = _hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in names:
+            close = difflib.get_close_matches(key, names, n=1)
+            hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""
+            raise ValueError(f"Unknown config field '{prefix}{key}'{hint} (known: {names})")
+        tp = hints[key]
+        if _is_section(tp):
+            if not isinstance(value, dict):
+                raise ValueError(f"{prefix}{key}: expected a mapping of fields, got {value!r}")
+            kwargs[key] = _build(tp, value, f"{prefix}{key}.")
+        else:
+            kwargs[key] = _coerce(value, tp, f"{prefix}{key}")
+    return cls(**kwargs)
+
+
+def _set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    node = data
+    for part in parents:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ValueError(f"{dotted}: {part!r} is a field, not a section")
+    node[leaf] = value
+
+
+def parse_value(text: str) -> Any:
+    """A command-line value read as YAML: ``1e-4`` -> float, ``[1, 2]`` -> list, ``null`` -> None."""
+    value = yaml.safe_load(text)
+    # YAML 1.1 reads "1e-4" (no dot) as a string; a number is meant.
+    if isinstance(value, str):
+        try:
+            return float(value) if any(c in value for c in ".eE") else int(value)
+        except ValueError:
+            return value
+    return value
+
+
+def load_config(
+    cls: type[T], path: str | Path | None, overrides: dict[str, Any] | None = None
+) -> T:
+    """Build ``cls`` from a YAML file and dotted overrides (strings are read as YAML).
+
+    Args:
+        cls: :class:`RSConfig` or :class:`GRPOConfig`.
+        path: a YAML file (None: defaults only).
+        overrides: ``{"optim.learning_rate": "1e-4", ...}``, applied after the file.
+
+    Raises:
+        ValueError: unknown field (with the closest name), a value of the wrong type, or
+            a failed cross-field check (the message says what to set).
+    """
+    data: dict[str, Any] = {}
+    if path is not None:
+        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        data = dict(loaded or {})
+        if not isinstance(loaded or {}, dict):
+            raise ValueError(f"{path}: expected a mapping of config sections")
+    for section in getattr(cls, "ignored_sections", ()):
+        if data.pop(section, None) is not None:
+            logger.debug("config section %r is for the other trainer; ignored", section)
+    for dotted, value in (overrides or {}).items():
+        section = dotted.split(".")[0]
+        if section in getattr(cls, "ignored_sections", ()):
+            continue
+        _set_dotted(data, dotted, parse_value(value) if isinstance(value, str) else value)
+    return _build(cls, data)
+
+
+def config_to_dict(config: Any) -> dict[str, Any]:
+    return dataclasses.asdict(config)
+
+
+def save_config(config: Any, path: str | Path) -> None:
+    Path(path).write_text(yaml.safe_dump(config_to_dict(config), sort_keys=False), "utf-8")
+
+
+def iter_fields(cls: type, prefix: str = "") -> typing.Iterator[tuple[str, Any, Any, str]]:
+    """``(dotted name, type, default, help)`` of every leaf field, in declaration order."""
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        tp = hints[f.name]
+        if _is_section(tp):
+            yield from iter_fields(tp, f"{prefix}{f.name}.")
+            continue
+        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        yield f"{prefix}{f.name}", tp, default, f.metadata["help"]
+
+
+def _type_name(tp: Any) -> str:
+    return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
+
+
+def build_arg_parser(cls: type, description: str) -> argparse.ArgumentParser:
+    """``--config``, ``--output-dir`` and one ``--section.field`` option per config field."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--config", type=Path, default=None, help="YAML config file.")
+    parser.add_argument("--output-dir", type=Path, required=True, help="Run folder (resumed).")
+    group = parser.add_argument_group("config fields (override the YAML; values read as YAML)")
+    for name, tp, default, help_text in iter_fields(cls):
+        group.add_argument(
+            f"--{name}",
+            dest=f"override:{name}",
+            default=argparse.SUPPRESS,
+            metavar=_type_name(tp).upper().replace(" ", ""),
+            help=f"{help_text} [default: {default!r}]",
+        )
+    return parser
+
+
+def parse_args(cls: type[T], argv: list[str] | None, description: str) -> tuple[T, Path]:
+    """Parse ``--config FILE --output-dir DIR [--section.field VALUE ...]``.
+
+    Raises:
+        SystemExit: bad arguments (argparse), or a config error (its message is printed).
+    """
+    parser = build_arg_parser(cls, description)
+    args = parser.parse_args(argv)
+    overrides = {
+        key.removeprefix("override:"): value
+        for key, value in vars(args).items()
+        if key.startswith("override:")
+    }
+    try:
+        config = load_config(cls, args.config, overrides)
+    except ValueError as exc:
+        parser.error(str(exc))
+    return config, args.output_dir
+
+
+def config_markdown(cls: type) -> str:
+    """The field table of docs/training.md, from the fields' help metadata."""
+    lines = ["| Field | Type | Default | Help |", "|---|---|---|---|"]
+    for name, tp, default, help_text in iter_fields(cls):
+        cells = [f"`{name}`", f"`{_type_name(tp)}`", f"`{default!r}`", help_text]
+        lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Print the config tables (``python -m uirl_agents.trainers.cli``)."""
+    print("### Shared fields (both trainers)\n")  # noqa: T201
+    shared = {n for n, *_ in iter_fields(TrainConfig)}
+    print(config_markdown(TrainConfig))  # noqa: T201
+    for cls, section in ((RSConfig, "rs"), (GRPOConfig, "grpo")):
+        print(f"\n### `{section}` ({cls.__name__} only)\n")  # noqa: T201
+        rows = config_markdown(cls).splitlines()
+        print("\n".join(rows[:2] + [r for r in rows[2:] if r.split("`")[1] not in shared]))  # noqa: T201
+
+
+if __name__ == "__main__":
+    main()

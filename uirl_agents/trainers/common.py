@@ -1,0 +1,507 @@
+"""What both trainers share: processes, model, sessions, episodes, metrics, checkpoints.
+
+:class:`TrainingRun` is one process's share of a run. Each process (``accelerate
+launch`` / ``torchrun``, or a plain ``python``) owns its own sessions (a
+:class:`~uirl_gym.runtimes.local.LocalRuntime` and a
+:class:`~uirl_gym.vector.SessionVectorEnv`), collects its own episodes with
+:func:`~uirl_agents.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
+episodes never span processes). Only the main process logs and writes checkpoints.
+
+Episode specs derive from ``(seed, iteration, rank)`` alone, so a resumed run
+collects exactly the task instances the interrupted iteration would have, and no
+iteration's episodes are counted twice. Evaluation uses a fixed set of held-out task
+seeds (>= 2**31; training seeds are < 2**31).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from accelerate import Accelerator
+from accelerate.utils import gather_object, set_seed
+from tqdm.auto import tqdm
+
+from uirl_agents.formats import ModelFormat, get_format
+from uirl_agents.models import default_dtype, load_model, load_processor
+from uirl_agents.policies.base import Policy
+from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
+from uirl_agents.rollout import EpisodeSpec, collect_episodes
+from uirl_agents.trainers import checkpoint as ckpt
+from uirl_agents.trainers.cli import config_to_dict, save_config
+from uirl_agents.trainers.config import TINY_MODEL, EnvConfig, ModelConfig, TrainConfig
+from uirl_agents.trainers.metrics import MetricsLogger, episode_metrics, episode_record
+from uirl_agents.trajectories import Episode, TrajectoryWriter
+from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.vector import SessionVectorEnv
+
+logger = logging.getLogger(__name__)
+
+# Independent random streams for the task instances of each use.
+TRAIN_STREAM, EVAL_STREAM, DEMO_STREAM = 0, 1, 3
+EVAL_SEED_OFFSET = 2**31
+TRAJECTORIES_DIR = "trajectories"
+
+
+# ---- model -----------------------------------------------------------------------------
+
+
+def resolve_model_path(cfg: ModelConfig, output_dir: Path, accelerator: Accelerator) -> str:
+    """The checkpoint to load; ``tiny`` builds the tiny Qwen2.5-VL (main process, once)."""
+    if cfg.name != TINY_MODEL:
+        return cfg.name
+    path = output_dir / "tiny_model"
+    if accelerator.is_main_process and not (path / "config.json").exists():
+        from uirl_agents.tiny_model import build_tiny_qwen25vl
+
+        build_tiny_qwen25vl(path)
+    accelerator.wait_for_everyone()
+    return str(path)
+
+
+def build_model(
+    cfg: ModelConfig, model_path: str, device: torch.device, checkpoint: Path | None = None
+) -> torch.nn.Module:
+    """The trainable policy model: base + LoRA (or all weights), restored from a checkpoint.
+
+    Args:
+        cfg: the model section.
+        model_path: the base checkpoint.
+        device: where the weights go.
+        checkpoint: a trainer checkpoint to restore the adapter (or full weights) from.
+
+    Returns:
+        A ``PeftModel`` with a trainable adapter (``lora_rank > 0``), else the model with
+        every weight trainable; in eval mode.
+    """
+    dtype = default_dtype(device) if cfg.dtype == "auto" else getattr(torch, cfg.dtype)
+    kwargs = {"device": device, "dtype": dtype, "attn_implementation": cfg.attn_implementation}
+    if cfg.lora_rank == 0:
+        source = checkpoint / ckpt.MODEL_DIR if checkpoint is not None else model_path
+        model = load_model(source, **kwargs)
+        model.requires_grad_(True)
+    else:
+        import peft
+
+        model = load_model(model_path, **kwargs)
+        adapter = checkpoint / ckpt.ADAPTER_DIR if checkpoint is not None else cfg.adapter_path
+        if adapter is not None:
+            model = peft.PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
+        else:
+            lora = peft.LoraConfig(
+                r=cfg.lora_rank,
+                lora_alpha=cfg.lora_alpha,
+                lora_dropout=cfg.lora_dropout,
+                target_modules=cfg.lora_target_modules,
+                modules_to_save=list(cfg.lora_modules_to_save) or None,
+                task_type="CAUSAL_LM",
+            )
+            model = peft.get_peft_model(model, lora)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if cfg.lora_rank > 0:
+            # Frozen embeddings would leave checkpointed blocks without a grad path.
+            model.enable_input_require_grads()
+    return model.eval()
+
+
+def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
+    return [p for p in model.parameters() if p.requires_grad]
+
+
+# ---- the run ---------------------------------------------------------------------------
+
+
+def derive_specs(
+    env: EnvConfig,
+    *,
+    seed: int,
+    stream: int,
+    iteration: int,
+    rank: int,
+    num_groups: int,
+    group_size: int,
+    tag: str,
+) -> list[EpisodeSpec]:
+    """``num_groups`` task instances x ``group_size`` episodes, a function of
+    ``(seed, stream, iteration, rank)`` only; evaluation seeds are >= 2**31.
+
+    Group ids are ``{tag}{iteration}-r{rank}-g{index}``.
+    """
+    rng = np.random.default_rng([seed, stream, iteration, rank])
+    offset = EVAL_SEED_OFFSET if stream == EVAL_STREAM else 0
+    specs = []
+    for g in range(num_groups):
+        task_seed = offset + int(rng.integers(2**31))
+        if env.rows is not None:
+            options: dict[str, Any] = {"rows": list(env.rows)}
+        elif env.row_pool is not None:
+            rows = rng.choice(sorted(set(env.row_pool)), size=env.num_rows, replace=False)
+            options = {"rows": sorted(int(x) for x in rows)}
+        else:
+            options = {"num_rows": env.num_rows}
+        group_id = f"{tag}{iteration}-r{rank}-g{g}"
+        specs += [EpisodeSpec(task_seed, options, group_id) for _ in range(group_size)]
+    return specs
+
+
+class TrainingRun:
+    """One process's share of a training run (use as a context manager).
+
+    Attributes:
+        config: the resolved config.
+        output_dir: the run folder.
+        accelerator: process group, device, ``is_main_process``.
+        rank, world_size: this process's index and the number of processes.
+        model, processor, format: the policy model (``PeftModel`` with LoRA), its
+            processor and prompt format.
+        optimizer: AdamW over the trainable parameters.
+        policy: samples actions with the current weights (HF in-process, or vLLM).
+        eval_policy: the current weights, greedy (or at ``eval.temperature``).
+        envs: this process's sessions.
+        start_iteration: the first iteration to run (> 0 when resumed).
+        state: counters saved with checkpoints (``episodes``, ...).
+
+    Methods:
+        iterations: the iteration indices still to run (with a progress bar).
+        episode_specs: the training episodes of an iteration for this process.
+        collect: run a policy on specs (trajectories written if configured).
+        episode_metrics: ``{prefix}/...`` means over every process's episodes.
+        evaluate_at_start / end_iteration (evaluate, log, checkpoint) / publish_weights.
+        sum_all / max_all: reductions over processes.
+    """
+
+    def __init__(self, config: TrainConfig, output_dir: str | Path, trainer: str) -> None:
+        self.config = config
+        self.output_dir = Path(output_dir)
+        self.trainer = trainer
+        self.accelerator = Accelerator(cpu=not torch.cuda.is_available())
+        self.rank = self.accelerator.process_index
+        self.world_size = self.accelerator.num_processes
+        self.is_main = self.accelerator.is_main_process
+        self.output_dir.mkdir(parents=True, exist_ok=True)
+        self._check_world_size()
+        checkpoint = ckpt.latest_checkpoint(self.output_dir)
+        self.state: dict[str, Any] = {"episodes": 0, "trainer": trainer}
+        if checkpoint is not None:
+            self.state.update(ckpt.load_state(checkpoint))
+        if self.state["trainer"] != trainer:
+            raise ValueError(
+                f"{self.output_dir} holds a {self.state['trainer']} run, not {trainer}: "
+                "give this run another --output-dir"
+            )
+        self.start_iteration = int(self.state.get("iteration", 0))
+        if self.is_main:
+            save_config(config, self.output_dir / f"config_{trainer}.yaml")
+            logger.info("%s config (resolved):\n%s", trainer, _pretty(config_to_dict(config)))
+            if checkpoint is not None:
+                logger.info("resuming from %s (iteration %d)", checkpoint, self.start_iteration)
+        set_seed(config.seed + self.rank)
+        model_path = resolve_model_path(config.model, self.output_dir, self.accelerator)
+        self.model = build_model(config.model, model_path, self.accelerator.device, checkpoint)
+        self.processor = load_processor(model_path)
+        self.format: ModelFormat = get_format(
+            config.model.format, format_config_from_processor(self.processor)
+        )
+        self.optimizer = torch.optim.AdamW(
+            trainable_parameters(self.model),
+            lr=config.optim.learning_rate,
+            weight_decay=config.optim.weight_decay,
+        )
+        if checkpoint is not None:
+            ckpt.load_optimizer(checkpoint, self.optimizer)
+            ckpt.load_rng(checkpoint, self.rank, self.world_size)
+        r = config.rollout
+        self._hf_policy = HFPolicy(
+            self.model,
+            self.processor,
+            self.format,
+            HFPolicyConfig(
+                max_images=r.max_images,
+                max_history=r.max_history,
+                temperature=r.temperature,
+                top_p=r.top_p,
+                max_new_tokens=r.max_new_tokens,
+            ),
+        )
+        self.policy: Policy = self._hf_policy
+        self.eval_policy = HFPolicy(
+            self.model,
+            self.processor,
+            self.format,
+            HFPolicyConfig(
+                max_images=r.max_images,
+                max_history=r.max_history,
+                do_sample=config.eval.temperature > 0,
+                temperature=config.eval.temperature or 1.0,
+                top_p=r.top_p,
+                max_new_tokens=r.max_new_tokens,
+            ),
+        )
+        self.metrics: MetricsLogger | None = None
+        if self.is_main:
+            lc = config.logging
+            self.metrics = MetricsLogger(
+                self.output_dir,
+                lc.report_to,
+                Path(lc.log_dir) if lc.log_dir else self.output_dir / "tb",
+                lc.run_name or self.output_dir.name,
+                lc.wandb_project,
+                config_to_dict(config),
+                start_step=self.start_iteration + 1,
+            )
+        # Sessions last: nothing above can leave browsers behind when it fails.
+        self.runtime = LocalRuntime()
+        self.envs = SessionVectorEnv(
+            config.env.num_envs,
+            runtime=self.runtime,
+            reward_mode=config.env.reward_mode,
+            image_format=config.env.image_format,
+        )
+        try:
+            self.publish_weights(self.start_iteration)
+        except BaseException:
+            self.close()
+            raise
+
+    def _check_world_size(self) -> None:
+        r, e = self.config.rollout, self.config.eval
+        per = self.world_size * r.group_size
+        if r.episodes_per_iteration % per:
+            raise ValueError(
+                f"rollout.episodes_per_iteration = {r.episodes_per_iteration} must split into "
+                f"whole groups of {r.group_size} on each of {self.world_size} processes: set it "
+                f"to a multiple of {per}"
+            )
+        if e.episodes % self.world_size:
+            raise ValueError(
+                f"eval.episodes = {e.episodes} must split evenly over {self.world_size} "
+                f"processes: set it to a multiple of {self.world_size}"
+            )
+
+    def __enter__(self) -> TrainingRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop this process's sessions and flush the metric sinks."""
+        self.envs.close()
+        self.runtime.close()
+        if self.metrics is not None:
+            self.metrics.close()
+
+    # ---- iterations and episodes -------------------------------------------------------
+
+    def iterations(self) -> Iterator[int]:
+        bar = tqdm(
+            range(self.start_iteration, self.config.iterations),
+            initial=self.start_iteration,
+            total=self.config.iterations,
+            desc=self.trainer,
+            unit="it",
+            disable=not (self.is_main and self.config.logging.progress),
+        )
+        yield from bar
+
+    def episode_specs(self, iteration: int) -> list[EpisodeSpec]:
+        """This process's training episodes of ``iteration``: whole groups of G, seeded by
+        ``(seed, iteration, rank)``."""
+        r = self.config.rollout
+        num_groups = r.episodes_per_iteration // (r.group_size * self.world_size)
+        return self.task_specs(TRAIN_STREAM, iteration, num_groups, r.group_size, "it")
+
+    def eval_specs(self) -> list[EpisodeSpec]:
+        """This process's share of the held-out evaluation instances (the same every time)."""
+        return self.task_specs(
+            EVAL_STREAM, 0, self.config.eval.episodes // self.world_size, 1, "ev"
+        )
+
+    def task_specs(
+        self, stream: int, iteration: int, num_groups: int, group_size: int, tag: str
+    ) -> list[EpisodeSpec]:
+        """This process's specs of ``stream`` and ``iteration``: see :func:`derive_specs`."""
+        return derive_specs(
+            self.config.env,
+            seed=self.config.seed,
+            stream=stream,
+            iteration=iteration,
+            rank=self.rank,
+            num_groups=num_groups,
+            group_size=group_size,
+            tag=tag,
+        )
+
+    def collect(
+        self,
+        policy: Policy,
+        specs: Sequence[EpisodeSpec],
+        *,
+        tag: str,
+        max_steps: int | None = None,
+    ) -> list[Episode]:
+        """Run ``policy`` on ``specs`` on this process's sessions.
+
+        With ``logging.save_trajectories`` the episodes go to
+        ``trajectories/{tag}/rank_{rank}``, which is emptied first (a resumed iteration
+        replaces what an interrupted attempt wrote).
+        """
+        writer = None
+        if self.config.logging.save_trajectories:
+            run_dir = self.output_dir / TRAJECTORIES_DIR / tag / f"rank_{self.rank}"
+            shutil.rmtree(run_dir, ignore_errors=True)
+            writer = TrajectoryWriter(run_dir)
+        try:
+            return collect_episodes(
+                policy,
+                self.envs,
+                specs,
+                max_steps=max_steps or self.config.env.max_steps,
+                writer=writer,
+                keep_screenshots=False,
+                progress=tag if self.config.logging.progress and self.is_main else False,
+                episode_prefix=f"{tag}-r{self.rank}",
+            )
+        finally:
+            if writer is not None:
+                writer.close()
+
+    def episode_metrics(self, episodes: Sequence[Episode], prefix: str) -> dict[str, float]:
+        """``{prefix}/reward_mean`` etc. over every process's episodes (call on all ranks)."""
+        records = gather_object([episode_record(e) for e in episodes])
+        return episode_metrics(records, prefix)
+
+    # ---- reductions ----------------------------------------------------------------------
+
+    def sum_all(self, value: float) -> float:
+        if self.world_size == 1:
+            return float(value)
+        t = torch.tensor([float(value)], dtype=torch.float64, device=self.accelerator.device)
+        return float(self.accelerator.reduce(t, reduction="sum").item())
+
+    def max_all(self, value: float) -> float:
+        if self.world_size == 1:
+            return float(value)
+        t = torch.tensor([float(value)], dtype=torch.float64, device=self.accelerator.device)
+        return float(self.accelerator.gather(t).max().item())
+
+    # ---- end of an iteration -----------------------------------------------------------
+
+    def evaluate_at_start(self) -> None:
+        """Evaluate the initial weights (step 0), unless resumed or switched off."""
+        if self.start_iteration == 0 and self.config.eval.at_start:
+            self.log(self._evaluate(0), step=0)
+
+    def end_iteration(self, iteration: int, metrics: dict[str, float]) -> None:
+        """Evaluate when due, log everything at step ``iteration + 1``, checkpoint when due.
+
+        Step = iterations done: iteration ``k``'s rollouts, update and the evaluation of
+        its result share step ``k + 1`` (step 0: the evaluation before any update).
+        """
+        done = iteration + 1
+        e = self.config.eval
+        if e.episodes and (done % e.every == 0 or done == self.config.iterations):
+            metrics = {**metrics, **self._evaluate(done)}
+        self.log(metrics, step=done)
+        self.maybe_checkpoint(done)
+
+    def _evaluate(self, step: int) -> dict[str, float]:
+        if self.config.eval.episodes == 0:
+            return {}
+        episodes = self.collect(
+            self.eval_policy,
+            self.eval_specs(),
+            tag=f"eval_{step:06d}",
+            max_steps=self.config.eval_max_steps,
+        )
+        return self.episode_metrics(episodes, "eval")
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        if self.metrics is not None:
+            self.metrics.log(metrics, step)
+            shown = {k: round(v, 4) for k, v in metrics.items() if k.split("/")[0] != "perf"}
+            logger.info("step %d: %s", step, shown)
+
+    def maybe_checkpoint(self, iterations_done: int) -> None:
+        """Save after every ``checkpoint.every`` iterations and after the last one."""
+        c = self.config.checkpoint
+        if iterations_done % c.every and iterations_done != self.config.iterations:
+            return
+        self.state["iteration"] = iterations_done
+        rng_states = gather_object([ckpt.rng_state()])
+        if self.is_main:
+            ckpt.save_checkpoint(
+                self.output_dir,
+                iterations_done,
+                model=self.model,
+                optimizer=self.optimizer,
+                rng_states=rng_states,
+                state=self.state,
+                keep_last=c.keep_last,
+            )
+        self.accelerator.wait_for_everyone()
+
+    def publish_weights(self, iterations_done: int) -> None:
+        """With the vLLM backend, serve the current adapter and sample from it next."""
+        if self.config.rollout.backend != "vllm":
+            return
+        from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
+        from uirl_agents.trainers.vllm import load_lora_adapter
+
+        r = self.config.rollout
+        name = f"{self.output_dir.name}-iter{iterations_done}"
+        root = Path(r.vllm_adapter_dir or self.output_dir / "vllm_adapters")
+        if self.is_main:
+            self.model.save_pretrained(root / name)
+            load_lora_adapter(r.vllm_base_url, name, str(root / name))
+        self.accelerator.wait_for_everyone()
+        self.policy = OpenAIPolicy(
+            OpenAIPolicyConfig(
+                base_url=r.vllm_base_url,
+                model=name,
+                format=self.config.model.format,
+                format_config=self.format.config,
+                max_images=r.max_images,
+                max_history=r.max_history,
+                temperature=r.temperature,
+                top_p=r.top_p,
+                max_tokens=r.max_new_tokens,
+                max_concurrency=self.config.env.num_envs,
+            )
+        )
+
+
+def perf_metrics(totals: dict[str, float], wall_s: float, tokens: float) -> dict[str, float]:
+    """``perf/*``: time shares of the iteration's wall time and training throughput.
+
+    ``totals`` holds ``policy`` (generation), ``rollout`` (collection, generation
+    included) and ``train`` seconds; env time is collection time not spent generating.
+    """
+    wall_s = max(wall_s, 1e-9)
+    policy = totals.get("policy", 0.0)
+    env = max(0.0, totals.get("rollout", 0.0) - policy)
+    train = totals.get("train", 0.0)
+    return {
+        "perf/time_share_env": env / wall_s,
+        "perf/time_share_policy": policy / wall_s,
+        "perf/time_share_train": train / wall_s,
+        "perf/tokens_per_s": tokens / train if train > 0 else 0.0,
+        "perf/iteration_s": wall_s,
+    }
+
+
+def policy_seconds(episodes: Sequence[Episode]) -> float:
+    """Generation wall time of these episodes (each step holds its share of its batch)."""
+    return sum(s.policy_time_s for e in episodes for s in e.steps)
+
+
+def _pretty(data: dict[str, Any], indent: int = 2) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, indent=indent)

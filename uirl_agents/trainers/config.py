@@ -1,0 +1,360 @@
+"""Trainer configs: dataclasses with help on every field, loaded from YAML + command line.
+
+One dataclass per trainer (:class:`RSConfig`, :class:`GRPOConfig`), both composed of
+the shared sections (:class:`ModelConfig`, :class:`EnvConfig`, :class:`RolloutConfig`,
+:class:`OptimConfig`, :class:`LoggingConfig`, :class:`CheckpointConfig`,
+:class:`EvalConfig`) plus one section of their own (``rs`` / ``grpo``). A YAML file may
+hold both trainers' sections: each trainer ignores the other one's.
+
+The help text lives once, in each field's ``metadata["help"]``; the command line
+(``--section.field VALUE``), ``--help`` and the table in docs/training.md all read it
+from there (:mod:`uirl_agents.trainers.cli`).
+
+>>> cfg = GRPOConfig(model=ModelConfig(lora_rank=0))
+>>> cfg.optim.learning_rate  # None resolves by the kind of fine-tuning
+1e-05
+"""
+
+from __future__ import annotations
+
+import logging
+import typing
+from dataclasses import MISSING, dataclass, field
+from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
+
+# LoRA on the language model's linear layers only. A plain list of names (q_proj, ...,
+# gate_proj, up_proj, down_proj) also matches the vision tower's MLP blocks in
+# Qwen2.5-VL; anchoring on `language_model` keeps the vision tower frozen and untouched.
+LANGUAGE_MODEL_LINEARS = (
+    r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
+)
+LORA_LEARNING_RATE = 2e-4
+FULL_FINETUNE_LEARNING_RATE = 1e-5
+TINY_MODEL = "tiny"
+
+
+def param(default: Any = MISSING, *, help: str, factory: Any = MISSING) -> Any:
+    """A dataclass field with its help text (the one place it is written)."""
+    if factory is not MISSING:
+        return field(default_factory=factory, metadata={"help": help})
+    return field(default=default, metadata={"help": help})
+
+
+# ---- shared sections ------------------------------------------------------------------
+
+
+@dataclass
+class ModelConfig:
+    """The policy model and what of it is trained."""
+
+    name: str = param(
+        "Qwen/Qwen2.5-VL-3B-Instruct",
+        help=f"Checkpoint folder or Hub id (AutoModelForImageTextToText). `{TINY_MODEL}`: "
+        "build the tiny random Qwen2.5-VL into OUTPUT_DIR/tiny_model (CPU smoke runs).",
+    )
+    format: Literal["qwen2.5-vl", "ui-tars"] = param(
+        "qwen2.5-vl", help="Prompt and output format of the model family."
+    )
+    adapter_path: str | None = param(
+        None, help="A LoRA adapter folder to start from (trained further); None: a fresh one."
+    )
+    lora_rank: int = param(16, help="LoRA rank; 0 trains all weights (full fine-tuning).")
+    lora_alpha: int = param(32, help="LoRA scaling numerator (scale = alpha / rank).")
+    lora_dropout: float = param(
+        0.0,
+        help="LoRA dropout. Keep 0 for GRPO: dropout makes the loss pass's logprobs differ "
+        "from the rollout's, so the PPO ratio is not 1 on-policy.",
+    )
+    lora_target_modules: str = param(
+        LANGUAGE_MODEL_LINEARS,
+        help="Regex (peft fullmatch) of the modules that get LoRA. The default takes the "
+        "language model's linear layers and leaves the vision tower frozen.",
+    )
+    lora_modules_to_save: list[str] = param(
+        factory=list,
+        help="Modules trained in full next to the adapter and saved with it (peft "
+        "modules_to_save), e.g. [lm_head]; the tiny random model needs its lm_head.",
+    )
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = param(
+        "auto", help="Weights dtype; auto: bfloat16 on GPU, float32 on CPU."
+    )
+    attn_implementation: str | None = param(
+        None, help="e.g. sdpa, flash_attention_2, eager; None: transformers' default."
+    )
+    gradient_checkpointing: bool = param(
+        False, help="Recompute activations in the backward pass (less memory, ~30% slower)."
+    )
+
+
+@dataclass
+class EnvConfig:
+    """The sessions each process runs and the task instances they get."""
+
+    num_envs: int = param(4, help="Sub-envs (browser sessions) per process.")
+    rows: list[int] | None = param(
+        None, help="0-based data rows every episode copies (a fixed task); None: drawn."
+    )
+    num_rows: int = param(1, help="Rows to copy per episode when `rows` is None.")
+    row_pool: list[int] | None = param(
+        None,
+        help="Draw the `num_rows` target rows from this list (per task instance, seeded); "
+        "None: the env draws from all rows.",
+    )
+    max_steps: int = param(30, help="An episode still running after this many steps ends.")
+    reward_mode: Literal["sparse", "dense"] = param(
+        "sparse", help="sparse: submissions only; dense: plus field/cell shaping (docs/env.md)."
+    )
+    image_format: Literal["png", "jpeg", "raw"] = param(
+        "raw", help="How screenshots travel from the session server."
+    )
+
+
+@dataclass
+class RolloutConfig:
+    """How episodes are collected."""
+
+    episodes_per_iteration: int = param(
+        64, help="Episodes per iteration, over all processes (groups x group_size)."
+    )
+    group_size: int = param(
+        8, help="Episodes per task instance (same seed and options): the GRPO group G."
+    )
+    temperature: float = param(1.0, help="Sampling temperature (also scales the logprobs).")
+    top_p: float = param(1.0, help="Nucleus sampling mass; 1.0: off.")
+    max_new_tokens: int = param(256, help="Longest completion per step.")
+    max_images: int = param(1, help="Screenshots in the prompt (latest ones, current included).")
+    max_history: int | None = param(
+        None, help="Earlier outputs kept as assistant turns; None: all of the episode's."
+    )
+    backend: Literal["hf", "vllm"] = param(
+        "hf",
+        help="hf: generate with the trained model in-process; vllm: an OpenAI-compatible "
+        "vLLM server (--enable-lora) that loads each new adapter (docs/training.md).",
+    )
+    vllm_base_url: str = param(
+        "http://127.0.0.1:8000/v1", help="The vLLM server's API root (backend: vllm)."
+    )
+    vllm_adapter_dir: str | None = param(
+        None,
+        help="Where the server reads adapters (a shared folder); None: OUTPUT_DIR/vllm_adapters.",
+    )
+
+
+@dataclass
+class OptimConfig:
+    """The optimiser and how the iteration's data is batched."""
+
+    learning_rate: float | None = param(
+        None,
+        help=f"AdamW learning rate; None: {LORA_LEARNING_RATE} with LoRA, "
+        f"{FULL_FINETUNE_LEARNING_RATE} for full fine-tuning.",
+    )
+    weight_decay: float = param(0.0, help="AdamW weight decay.")
+    epochs: int = param(1, help="Passes over each iteration's data.")
+    micro_batch_tokens: int = param(
+        16384, help="Token budget of one forward/backward (padded prompt + completion tokens)."
+    )
+    grad_accumulation_steps: int = param(
+        1, help="Micro-batches accumulated into one optimizer step."
+    )
+    max_grad_norm: float = param(1.0, help="Clip the global gradient norm to this; 0: no clipping.")
+
+
+@dataclass
+class LoggingConfig:
+    """Where metrics go."""
+
+    report_to: list[Literal["tensorboard", "wandb"]] = param(
+        factory=lambda: ["tensorboard"], help="Metric sinks; wandb is imported only when listed."
+    )
+    log_dir: str | None = param(None, help="TensorBoard folder; None: OUTPUT_DIR/tb.")
+    wandb_project: str = param("uirl", help="W&B project (report_to: wandb).")
+    run_name: str | None = param(None, help="Run name for W&B; None: the output folder's name.")
+    save_trajectories: bool = param(
+        True, help="Write every episode to OUTPUT_DIR/trajectories/iter_N/rank_R."
+    )
+    progress: bool = param(True, help="Show tqdm progress bars.")
+
+
+@dataclass
+class CheckpointConfig:
+    """When the run saves itself (for resuming and for serving)."""
+
+    every: int = param(1, help="Save after every N iterations (and after the last one).")
+    keep_last: int = param(2, help="Checkpoints kept; older ones are deleted.")
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation on held-out task seeds (never used for training)."""
+
+    episodes: int = param(16, help="Evaluation episodes, over all processes; 0: no evaluation.")
+    every: int = param(1, help="Evaluate after every N iterations.")
+    at_start: bool = param(True, help="Also evaluate before the first iteration (step 0).")
+    max_steps: int | None = param(None, help="Episode step limit; None: env.max_steps.")
+    temperature: float = param(0.0, help="Sampling temperature; 0: greedy decoding.")
+
+
+# ---- trainer sections -------------------------------------------------------------------
+
+
+@dataclass
+class RSSection:
+    """Expert iteration (rejection sampling + SFT)."""
+
+    reward_threshold: float = param(
+        1.0, help="Keep episodes whose total reward is at least this for fine-tuning."
+    )
+    expert_episodes: int = param(
+        0,
+        help="Cold start: scripted-expert demonstrations (in the model's format) added to "
+        "iteration 0's data, over all processes.",
+    )
+    expert_mode: Literal["type", "copy_paste"] = param(
+        "type", help="How the expert fills fields: type the value, or copy-paste the cell."
+    )
+
+
+@dataclass
+class GRPOSection:
+    """GRPO over multi-step episodes."""
+
+    clip_epsilon: float = param(0.2, help="PPO clip range: ratio clipped to [1-eps, 1+eps].")
+    kl_beta: float = param(
+        0.0, help="Weight of the k3 KL to the reference (the model with the adapter disabled)."
+    )
+    leave_one_out: bool = param(
+        False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
+    )
+    scale_advantages: bool = param(True, help="Divide advantages by the group's reward std.")
+    skip_zero_advantage: bool = param(
+        True,
+        help="Skip the forward/backward of steps whose advantage is 0 when kl_beta is 0 "
+        "(they add no gradient; the loss normaliser still counts their tokens).",
+    )
+
+
+# ---- trainers -------------------------------------------------------------------------
+
+
+@dataclass
+class TrainConfig:
+    """What both trainers share. Use :class:`RSConfig` or :class:`GRPOConfig`."""
+
+    iterations: int = param(100, help="Iterations (collect, then update) in the whole run.")
+    seed: int = param(0, help="Seeds models, sampling and the task instances of each iteration.")
+    model: ModelConfig = param(factory=ModelConfig, help="The policy model.")
+    env: EnvConfig = param(factory=EnvConfig, help="Sessions and tasks.")
+    rollout: RolloutConfig = param(factory=RolloutConfig, help="Episode collection.")
+    optim: OptimConfig = param(factory=OptimConfig, help="Optimisation.")
+    logging: LoggingConfig = param(factory=LoggingConfig, help="Metrics.")
+    checkpoint: CheckpointConfig = param(factory=CheckpointConfig, help="Checkpoints.")
+    eval: EvalConfig = param(factory=EvalConfig, help="Evaluation.")
+
+    # Sections of the other trainer, accepted (and ignored) in a shared YAML file.
+    ignored_sections: typing.ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self) -> None:
+        m, env, r, o = self.model, self.env, self.rollout, self.optim
+        if o.learning_rate is None:  # derived once, here, and logged with the config
+            o.learning_rate = LORA_LEARNING_RATE if m.lora_rank > 0 else FULL_FINETUNE_LEARNING_RATE
+        _check(self.iterations >= 1, "iterations", ">= 1", self.iterations)
+        _check(m.lora_rank >= 0, "model.lora_rank", ">= 0 (0: full fine-tuning)", m.lora_rank)
+        _check(0 <= m.lora_dropout < 1, "model.lora_dropout", "in [0, 1)", m.lora_dropout)
+        if m.adapter_path is not None and m.lora_rank == 0:
+            raise ValueError(
+                "model.adapter_path is set but model.lora_rank is 0 (full fine-tuning): "
+                "set model.lora_rank > 0 to train the adapter, or unset model.adapter_path"
+            )
+        _check(env.num_envs >= 1, "env.num_envs", ">= 1", env.num_envs)
+        _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
+        _check(env.num_rows >= 1, "env.num_rows", ">= 1", env.num_rows)
+        if env.rows is not None and env.row_pool is not None:
+            raise ValueError("env.rows and env.row_pool are both set: set one (or neither)")
+        if env.row_pool is not None and len(set(env.row_pool)) < env.num_rows:
+            raise ValueError(
+                f"env.row_pool has {len(set(env.row_pool))} distinct rows, fewer than "
+                f"env.num_rows = {env.num_rows}: add rows to the pool or lower env.num_rows"
+            )
+        _check(r.group_size >= 1, "rollout.group_size", ">= 1", r.group_size)
+        if r.episodes_per_iteration < 1 or r.episodes_per_iteration % r.group_size:
+            raise ValueError(
+                f"rollout.episodes_per_iteration: expected a positive multiple of "
+                f"rollout.group_size = {r.group_size}, got {r.episodes_per_iteration}"
+            )
+        _check(r.temperature > 0, "rollout.temperature", "> 0", r.temperature)
+        _check(0 < r.top_p <= 1, "rollout.top_p", "in (0, 1]", r.top_p)
+        _check(r.max_new_tokens >= 1, "rollout.max_new_tokens", ">= 1", r.max_new_tokens)
+        _check(r.max_images >= 1, "rollout.max_images", ">= 1", r.max_images)
+        if r.backend == "vllm" and m.lora_rank == 0:
+            raise ValueError(
+                "rollout.backend is vllm, which loads LoRA adapters at run time, but "
+                "model.lora_rank is 0: set model.lora_rank > 0 or rollout.backend: hf"
+            )
+        _check(o.learning_rate > 0, "optim.learning_rate", "> 0", o.learning_rate)
+        _check(o.epochs >= 1, "optim.epochs", ">= 1", o.epochs)
+        _check(o.micro_batch_tokens >= 1, "optim.micro_batch_tokens", ">= 1", o.micro_batch_tokens)
+        _check(
+            o.grad_accumulation_steps >= 1,
+            "optim.grad_accumulation_steps",
+            ">= 1",
+            o.grad_accumulation_steps,
+        )
+        _check(o.max_grad_norm >= 0, "optim.max_grad_norm", ">= 0", o.max_grad_norm)
+        _check(self.checkpoint.every >= 1, "checkpoint.every", ">= 1", self.checkpoint.every)
+        _check(
+            self.checkpoint.keep_last >= 1,
+            "checkpoint.keep_last",
+            ">= 1",
+            self.checkpoint.keep_last,
+        )
+        _check(self.eval.episodes >= 0, "eval.episodes", ">= 0", self.eval.episodes)
+        _check(self.eval.every >= 1, "eval.every", ">= 1", self.eval.every)
+        _check(self.eval.temperature >= 0, "eval.temperature", ">= 0", self.eval.temperature)
+
+    @property
+    def eval_max_steps(self) -> int:
+        return self.eval.max_steps or self.env.max_steps
+
+
+@dataclass
+class RSConfig(TrainConfig):
+    """Expert iteration: the shared sections + ``rs``."""
+
+    rs: RSSection = param(factory=RSSection, help="Expert iteration.")
+    ignored_sections: typing.ClassVar[tuple[str, ...]] = ("grpo",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.rs.expert_episodes >= 0, "rs.expert_episodes", ">= 0", self.rs.expert_episodes)
+
+
+@dataclass
+class GRPOConfig(TrainConfig):
+    """GRPO: the shared sections + ``grpo``."""
+
+    grpo: GRPOSection = param(factory=GRPOSection, help="GRPO.")
+    ignored_sections: typing.ClassVar[tuple[str, ...]] = ("rs",)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.rollout.group_size < 2:
+            raise ValueError(
+                f"rollout.group_size: GRPO needs >= 2 episodes per task instance (the "
+                f"advantages of a group of 1 are all 0), got {self.rollout.group_size}: set "
+                "rollout.group_size >= 2"
+            )
+        _check(self.grpo.clip_epsilon > 0, "grpo.clip_epsilon", "> 0", self.grpo.clip_epsilon)
+        _check(self.grpo.kl_beta >= 0, "grpo.kl_beta", ">= 0", self.grpo.kl_beta)
+        if self.grpo.kl_beta > 0 and self.model.lora_rank == 0:
+            raise ValueError(
+                "grpo.kl_beta > 0 needs a reference model; the trainer uses the same model "
+                "with its LoRA adapter disabled, so set model.lora_rank > 0 (or grpo.kl_beta: 0)"
+            )
+
+
+def _check(ok: bool, name: str, expected: str, got: Any) -> None:
+    if not ok:
+        raise ValueError(f"{name}: expected {expected}, got {got!r}")

@@ -1,0 +1,153 @@
+"""Metric sinks (TensorBoard by default, W&B when asked, always ``metrics.jsonl``) and
+episode statistics.
+
+Metric names are namespaced with slashes: ``rollout/*`` (the iteration's training
+episodes), ``eval/*`` (held-out seeds, greedy), ``train/*`` (the update), ``perf/*``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from uirl_agents.trajectories import Episode
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+
+
+class MetricsLogger:
+    """Writes scalars to TensorBoard / W&B and appends them to ``metrics.jsonl``.
+
+    Args:
+        output_dir: the run folder (``metrics.jsonl`` goes there).
+        report_to: ``"tensorboard"`` and/or ``"wandb"``.
+        log_dir: the TensorBoard folder.
+        run_name: the W&B run name.
+        wandb_project: the W&B project.
+        config: logged to W&B with the run.
+        start_step: a resumed run's first step: later records of the earlier attempt
+            are dropped from ``metrics.jsonl`` and purged from TensorBoard.
+
+    Raises:
+        ImportError: wandb is asked for but not installed.
+    """
+
+    def __init__(
+        self,
+        output_dir: Path,
+        report_to: Sequence[str],
+        log_dir: Path,
+        run_name: str,
+        wandb_project: str,
+        config: dict[str, Any],
+        start_step: int = 0,
+    ) -> None:
+        self.path = output_dir / METRICS_FILE
+        self._truncate(start_step)
+        self._tb = None
+        self._wandb = None
+        if "tensorboard" in report_to:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._tb = SummaryWriter(str(log_dir), purge_step=start_step or None)
+        if "wandb" in report_to:
+            import wandb  # only runs that ask for W&B need it
+
+            self._wandb = wandb.init(
+                project=wandb_project, name=run_name, config=config, resume="allow"
+            )
+
+    def _truncate(self, start_step: int) -> None:
+        if not self.path.exists():
+            return
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                if json.loads(line)["step"] < start_step:
+                    kept.append(line)
+            except (json.JSONDecodeError, KeyError):
+                continue  # a line cut short by a kill
+        self.path.write_text("".join(k + "\n" for k in kept))
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        """Write finite scalars at ``step``."""
+        clean = {k: float(v) for k, v in metrics.items() if v is not None and math.isfinite(v)}
+        if not clean:
+            return
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"step": step, **clean}) + "\n")
+        if self._tb is not None:
+            for key, value in clean.items():
+                self._tb.add_scalar(key, value, step)
+            self._tb.flush()
+        if self._wandb is not None:
+            self._wandb.log(clean, step=step)
+
+    def close(self) -> None:
+        if self._tb is not None:
+            self._tb.close()
+        if self._wandb is not None:
+            self._wandb.finish()
+
+
+def read_metrics(output_dir: str | Path) -> list[dict[str, float]]:
+    """The records of ``metrics.jsonl``, in order."""
+    path = Path(output_dir) / METRICS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def episode_record(episode: Episode) -> tuple[float, float, int, int, float]:
+    """``(return, success, length, invalid steps, policy seconds)`` of one episode."""
+    return (
+        episode.total_reward,
+        float(episode.success),
+        episode.length,
+        episode.num_invalid,
+        sum(s.policy_time_s for s in episode.steps),
+    )
+
+
+def episode_metrics(records: Sequence[tuple[float, float, int, int, float]], prefix: str) -> dict:
+    """Means over episodes (records from every process) as ``{prefix}/...`` metrics."""
+    if not records:
+        return {}
+    n = len(records)
+    steps = sum(r[2] for r in records)
+    return {
+        f"{prefix}/reward_mean": sum(r[0] for r in records) / n,
+        f"{prefix}/reward_max": max(r[0] for r in records),
+        f"{prefix}/success_rate": sum(r[1] for r in records) / n,
+        f"{prefix}/episode_length": steps / n,
+        f"{prefix}/invalid_action_rate": sum(r[3] for r in records) / max(1, steps),
+        f"{prefix}/episodes": float(n),
+    }
+
+
+class Stopwatch:
+    """Wall time per named phase (accumulated)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+        self._start = time.perf_counter()
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - t0)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.totals[name] = self.totals.get(name, 0.0) + seconds
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self._start
