@@ -163,7 +163,7 @@ def main() -> None:
         http = bench_http_step(env.session.base_url, steps)
         step_t, reset_t = bench_env_step_reset(env, steps, resets)
         by_format = {}
-        for fmt in ("png", "jpeg"):
+        for fmt in ("raw", "jpeg"):
             env.image_format = env._client.image_format = fmt
             by_format[fmt] = bench_env_step_reset(env, steps, 0)[0]
         env.close()
@@ -174,7 +174,7 @@ def main() -> None:
             f"| {pct(cold, 95):.2f} s | {len(cold)} |",
             f"| HTTP step: `/act` left_click + settled PNG (bytes) | {pct(http, 50) * 1e3:.1f} ms "
             f"| {pct(http, 95) * 1e3:.1f} ms | {len(http)} |",
-            f"| `UIEnv.step` (raw, the default): left_click, screenshot array, reward | "
+            f"| `UIEnv.step` (png, the default): left_click, screenshot array, reward | "
             f"{pct(step_t, 50) * 1e3:.1f} ms | {pct(step_t, 95) * 1e3:.1f} ms | {len(step_t)} |",
             *(
                 f"| `UIEnv.step` with `image_format={fmt}` | {pct(t, 50) * 1e3:.1f} ms "

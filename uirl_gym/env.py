@@ -100,7 +100,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         base_url: str | None = None,
         reward_mode: Literal["sparse", "dense"] = "sparse",
         rewards: RewardConfig | None = None,
-        image_format: Literal["png", "jpeg", "raw"] = "raw",
+        image_format: Literal["png", "jpeg", "raw"] = "png",
         step_timeout_s: float = 30.0,
         default_options: Mapping[str, Any] | None = None,
     ) -> None:
