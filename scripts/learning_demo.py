@@ -31,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "scripts" / "configs" / "tiny_learn.yaml"
 # Expert iteration fine-tunes to convergence on what it keeps (SFT); GRPO takes small
 # steps (tiny_learn.yaml's optim section).
-RS_OVERRIDES = ["--optim.learning_rate", "0.01", "--optim.epochs", "14"]
+RS_OVERRIDES = ["--optim.learning_rate", "0.01", "--optim.epochs", "16"]
 RS_OVERRIDES += ["--optim.micro_batch_tokens", "512"]  # one example per micro-batch
 KEYS = ("rollout/reward_mean", "rollout/invalid_action_rate", "eval/reward_mean")
 

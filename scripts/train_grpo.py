@@ -11,6 +11,7 @@ Rerunning the same command resumes from the last checkpoint in the output dir.
 from __future__ import annotations
 
 import logging
+import os
 
 from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.config import GRPOConfig
@@ -19,7 +20,12 @@ from uirl_agents.trainers.grpo import train_grpo
 
 def main(argv: list[str] | None = None) -> None:
     config, output_dir = parse_args(GRPOConfig, argv, __doc__.splitlines()[0])
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    # Under torchrun / accelerate launch only the main process (RANK 0) talks.
+    main_process = os.environ.get("RANK", "0") == "0"
+    logging.basicConfig(
+        level=logging.INFO if main_process else logging.WARNING,
+        format="%(asctime)s %(name)s: %(message)s",
+    )
     train_grpo(config, output_dir)
 
 

@@ -107,7 +107,7 @@ class EnvConfig:
         "sparse", help="sparse: submissions only; dense: plus field/cell shaping (docs/env.md)."
     )
     image_format: Literal["png", "jpeg", "raw"] = param(
-        "raw", help="How screenshots travel from the session server."
+        "png", help="How screenshots travel from the session server (the env's default)."
     )
 
 

@@ -45,8 +45,6 @@ from torch.nn.utils.rnn import pad_sequence
 from uirl_agents.policies.hf import completion_logprobs
 from uirl_agents.trainers.common import (
     TrainingRun,
-    perf_metrics,
-    policy_seconds,
     trainable_parameters,
 )
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
@@ -57,7 +55,7 @@ from uirl_agents.trainers.losses import (
     pad_sequences,
     token_budget_batches,
 )
-from uirl_agents.trainers.metrics import Stopwatch
+from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
 from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)

@@ -151,3 +151,27 @@ class Stopwatch:
 
     def elapsed(self) -> float:
         return time.perf_counter() - self._start
+
+
+def perf_metrics(totals: dict[str, float], wall_s: float, tokens: float) -> dict[str, float]:
+    """``perf/*``: time shares of the iteration's wall time and training throughput.
+
+    ``totals`` holds ``policy`` (generation), ``rollout`` (collection, generation
+    included) and ``train`` seconds; env time is collection time not spent generating.
+    """
+    wall_s = max(wall_s, 1e-9)
+    policy = totals.get("policy", 0.0)
+    env = max(0.0, totals.get("rollout", 0.0) - policy)
+    train = totals.get("train", 0.0)
+    return {
+        "perf/time_share_env": env / wall_s,
+        "perf/time_share_policy": policy / wall_s,
+        "perf/time_share_train": train / wall_s,
+        "perf/tokens_per_s": tokens / train if train > 0 else 0.0,
+        "perf/iteration_s": wall_s,
+    }
+
+
+def policy_seconds(episodes: Sequence[Episode]) -> float:
+    """Generation wall time of these episodes (each step holds its share of its batch)."""
+    return sum(s.policy_time_s for e in episodes for s in e.steps)

@@ -23,11 +23,9 @@ from uirl_agents.rollout import EpisodeSpec
 from uirl_agents.trainers.common import (
     DEMO_STREAM,
     TrainingRun,
-    perf_metrics,
-    policy_seconds,
 )
 from uirl_agents.trainers.config import RSConfig
-from uirl_agents.trainers.metrics import Stopwatch
+from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
 from uirl_agents.trainers.sft import sft_update
 from uirl_agents.trajectories import Episode, to_sft_examples
 
