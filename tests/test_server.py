@@ -274,3 +274,20 @@ def test_misdirected_requests_are_refused(session: SessionInfo) -> None:
         timeout=10,
     )
     assert right.status_code == 200
+
+
+def test_a_reload_keeps_the_episode_on_screen(client: SessionClient) -> None:
+    """Browser shortcuts never lose the episode: the app stays (or comes back) on screen."""
+    client.reset(seed=8, options={"rows": [2]})
+    before = client.oracle()
+    client.act(Action(ActionType.LEFT_CLICK, *centre(before["inputs"]["email"]["box"])))
+    client.act(Action(ActionType.TYPE, text="typed"))
+    for keys in ("F5", "ctrl+r"):
+        shot = client.act(Action(ActionType.KEYS, keys=keys))
+        after = client.oracle()
+        assert after["episode"] == before["episode"]
+        assert [r["cells"] for r in after["visible_rows"]] == [
+            r["cells"] for r in before["visible_rows"]
+        ]
+        assert shot.shape == (800, 1280, 3)
+    assert client.health()["browser_alive"] is True

@@ -158,6 +158,7 @@ class BrowserSession:
         self._tab: _Tab | None = None
         self._spare: asyncio.Task[_Tab] | None = None
         self._closing: set[asyncio.Task[Any]] = set()
+        self._app_state: dict[str, Any] | None = None
         self.alive = False
         self.launches = 0
 
@@ -242,6 +243,7 @@ class BrowserSession:
             "async (state) => { window.uirlLoad(state); await navigator.clipboard.writeText(''); }",
             app_state,
         )
+        self._app_state = app_state
         self._spare = asyncio.create_task(self._new_tab())
 
     def _close_in_background(self, coro: Awaitable[Any]) -> None:
@@ -305,16 +307,43 @@ class BrowserSession:
 
     async def _settle(self) -> None:
         page = self.page
-        await page.evaluate(
-            """async () => {
-                const t0 = performance.now();
-                while (window.uirlPending && window.uirlPending() > 0
-                       && performance.now() - t0 < 5000) {
-                    await new Promise((r) => setTimeout(r, 2));
-                }
-            }"""
-        )
-        await page.wait_for_load_state("load")
+        try:
+            await page.evaluate(
+                """async () => {
+                    const t0 = performance.now();
+                    while (window.uirlPending && window.uirlPending() > 0
+                           && performance.now() - t0 < 5000) {
+                        await new Promise((r) => setTimeout(r, 2));
+                    }
+                }"""
+            )
+            await page.wait_for_load_state("load")
+            if await page.evaluate("() => window.uirlEpisode !== undefined"):
+                return
+        except PlaywrightError as exc:
+            if "navigat" not in str(exc) and "context was destroyed" not in str(exc):
+                raise
+        await self._restore_after_navigation()
+
+    async def _restore_after_navigation(self) -> None:
+        """The agent navigated (a reload, history back): show the episode's app again.
+
+        Like reloading a real form, the inputs come back empty; the task's record is
+        kept by the server and is not affected.
+        """
+        page = self.page
+        logger.info("the page navigated (now %s); restoring the task app", page.url)
+        # Wherever it went (history back to about:blank, a form GET), load the app anew;
+        # a navigation still in flight may interrupt ours once.
+        for attempt in range(3):
+            await page.wait_for_load_state("load")
+            try:
+                await page.goto(self.app_url, wait_until="load")
+                break
+            except PlaywrightError as exc:
+                if attempt == 2 or "interrupted by another navigation" not in str(exc):
+                    raise
+        await page.evaluate("(state) => window.uirlLoad(state)", self._app_state)
 
     async def settle_frame(self) -> None:
         """Wait until a frame has been produced after this call (two animation frames)."""
