@@ -15,6 +15,7 @@ seeds (>= 2**31; training seeds are < 2**31).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 from collections.abc import Iterator, Sequence
@@ -217,32 +218,22 @@ class TrainingRun:
             ckpt.load_optimizer(checkpoint, self.optimizer)
             ckpt.load_rng(checkpoint, self.rank, self.world_size)
         r = config.rollout
-        self._hf_policy = HFPolicy(
-            self.model,
-            self.processor,
-            self.format,
-            HFPolicyConfig(
-                max_images=r.max_images,
-                max_history=r.max_history,
-                temperature=r.temperature,
-                top_p=r.top_p,
-                max_new_tokens=r.max_new_tokens,
-            ),
+        sampling = HFPolicyConfig(
+            max_images=r.max_images,
+            max_history=r.max_history,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            max_new_tokens=r.max_new_tokens,
         )
+        self._hf_policy = HFPolicy(self.model, self.processor, self.format, sampling)
         self.policy: Policy = self._hf_policy
-        self.eval_policy = HFPolicy(
-            self.model,
-            self.processor,
-            self.format,
-            HFPolicyConfig(
-                max_images=r.max_images,
-                max_history=r.max_history,
-                do_sample=config.eval.temperature > 0,
-                temperature=config.eval.temperature or 1.0,
-                top_p=r.top_p,
-                max_new_tokens=r.max_new_tokens,
-            ),
+        # Evaluation differs from rollouts only in how it samples.
+        evaluation = dataclasses.replace(
+            sampling,
+            do_sample=config.eval.temperature > 0,
+            temperature=config.eval.temperature or 1.0,
         )
+        self.eval_policy = HFPolicy(self.model, self.processor, self.format, evaluation)
         self.metrics: MetricsLogger | None = None
         if self.is_main:
             lc = config.logging
