@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -22,11 +23,12 @@ from gymnasium.wrappers import (
 
 import uirl_gym
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.env import UIEnv
+from uirl_gym.env import ClosedEnvironmentError, ResetNeededError, UIEnv
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 
 ENV_ID = "uirl/SimpleDataEntry-v0"
+SHOT = Action(ActionType.SCREENSHOT)
 
 
 @pytest.fixture
@@ -217,8 +219,74 @@ def test_session_failure_truncates_and_next_reset_recovers(
     obs, reward, terminated, truncated, info = env.step(Action(ActionType.LEFT_CLICK, 10, 10))
     assert truncated and not terminated and "error" in info
     assert obs["screenshot"].shape == (800, 1280, 3)
+    # The episode is over: stepping on would act on the replacement session with the
+    # old episode's target rows.
+    with pytest.raises(ResetNeededError, match=re.escape("ended (truncated)")):
+        env.step(Action(ActionType.LEFT_CLICK, 10, 10))
     obs, info = env.reset(seed=1)
     assert obs["screenshot"].shape == (800, 1280, 3)
     _, _, terminated, truncated, _ = env.step(Action(ActionType.LEFT_CLICK, 10, 10))
     assert not truncated
     env.close()
+
+
+def test_step_after_the_episode_ended_raises(env: gym.Env) -> None:
+    """One rule for every episode end: terminated or truncated, reset before stepping."""
+    env.reset(seed=1)
+    _, _, terminated, _, _ = env.step(Action(ActionType.FINISH))
+    assert terminated
+    with pytest.raises(gym.error.ResetNeeded, match=re.escape("ended (terminated)")):
+        env.step(SHOT)
+    with pytest.raises(ResetNeededError, match=re.escape("call reset()")):
+        env.step({"type": "left_click", "x": 5000, "y": 1})  # even an invalid action
+    env.reset(seed=2)
+    _, _, terminated, truncated, _ = env.step(SHOT)
+    assert not terminated and not truncated
+
+
+def test_a_closed_env_refuses_to_act(runtime: LocalRuntime) -> None:
+    """A step after close() used to acquire a new session (and, when the env owned its
+    runtime, start a new runtime and Chromium) behind the caller's back."""
+    env = gym.make(ENV_ID, runtime=runtime)
+    env.reset(seed=0)
+    env.close()
+    inner: UIEnv = env.unwrapped
+    for call in (lambda: env.step(SHOT), lambda: env.reset(seed=0), inner.oracle):
+        with pytest.raises(ClosedEnvironmentError, match=re.escape("make a new env")):
+            call()
+    assert inner.session is None
+    env.close()  # closing again is allowed
+    assert isinstance(ClosedEnvironmentError("x"), gym.error.ClosedEnvironmentError)
+
+
+def test_rows_option_is_capped_like_num_rows(env: gym.Env) -> None:
+    """More target rows than num_rows allows would overflow the instruction's space."""
+    rows = list(range(970, 991))
+    with pytest.raises(ValueError, match=re.escape("rows: at most 20 target rows, got 21")):
+        env.reset(seed=0, options={"rows": rows, "num_data_rows": 1000})
+    with pytest.raises(ResetNeededError):  # a refused reset leaves no episode to step
+        env.step(SHOT)
+    obs, info = env.reset(seed=0, options={"rows": rows[:20], "num_data_rows": 1000})
+    assert info["target_rows"] == rows[:20]
+    assert env.observation_space.contains(obs)
+
+
+def test_space_sample_with_an_out_of_range_index_is_an_invalid_action(env: gym.Env) -> None:
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    scroll = list(ActionType).index(ActionType.SCROLL)
+    for field, value, message in [
+        ("action_type", 10, "action_type: index 10 is out of range"),
+        ("action_type", -1, "action_type: index -1 is out of range"),  # was FINISH
+        ("action_type", 2**40, "out of range"),
+        ("direction", 4, "direction: index 4 is out of range"),
+    ]:
+        sample = env.action_space.sample()
+        if field == "direction":
+            sample["action_type"] = np.int64(scroll)
+        sample[field] = np.int64(value)
+        _, reward, terminated, truncated, info = env.step(sample)
+        assert reward == pytest.approx(-0.1) and not terminated and not truncated, info
+        assert message in info["invalid_action"]
+    _, _, terminated, truncated, _ = env.step(SHOT)  # the episode goes on
+    assert not terminated and not truncated

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 
 import gymnasium as gym
@@ -11,11 +12,13 @@ import pytest
 from gymnasium.vector import AutoresetMode
 
 from uirl_gym.actions import Action, ActionType
+from uirl_gym.env import ResetNeededError
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.vector import ClosedEnvironmentError, SessionVectorEnv
 
 ENV_ID = "uirl/SimpleDataEntry-v0"
 SHOT = Action(ActionType.SCREENSHOT)
+FINISH = Action(ActionType.FINISH)
 
 
 def test_make_vec_steps_four_sessions(runtime: LocalRuntime) -> None:
@@ -41,8 +44,10 @@ def test_make_vec_steps_four_sessions(runtime: LocalRuntime) -> None:
         assert selected == [2, 3, 4, 5]  # sheet rows: y=130 is row 2 (header row 1 at y=89)
     finally:
         envs.close()
-    with pytest.raises(ClosedEnvironmentError):
+    with pytest.raises(ClosedEnvironmentError, match=re.escape("make a new one")):
         envs.step([SHOT] * 4)
+    with pytest.raises(ClosedEnvironmentError):
+        envs.envs[0].step(SHOT)  # its sub-envs are closed too
 
 
 def test_autoreset_next_step(runtime: LocalRuntime) -> None:
@@ -67,6 +72,9 @@ def test_autoreset_same_step_and_reset_mask(runtime: LocalRuntime) -> None:
         _, _, terminated, _, infos = envs.step([Action(ActionType.FINISH), SHOT])
         assert terminated.tolist() == [True, False]
         assert infos["_final_obs"].tolist() == [True, False]
+        # Sub-env 0 was reset in that same step: it steps on normally.
+        _, _, terminated, truncated, _ = envs.step([SHOT, SHOT])
+        assert not terminated.any() and not truncated.any()
         assert infos["final_info"]["is_success"].tolist() == [False, False]
         assert infos["final_info"]["_is_success"].tolist() == [True, False]
         _, infos = envs.reset(
@@ -93,5 +101,41 @@ def test_a_killed_session_truncates_only_its_sub_env(runtime: LocalRuntime) -> N
         assert envs.envs[1].session is not None and envs.envs[1].session != victim
         obs, _, _, truncated, _ = envs.step([SHOT] * 3)
         assert not truncated.any() and obs["screenshot"].shape[0] == 3
+    finally:
+        envs.close()
+
+
+def test_step_envs_refuses_a_sub_env_whose_episode_ended(runtime: LocalRuntime) -> None:
+    """step_envs has no autoreset: an ended sub-env must be reset before it steps again."""
+    envs = SessionVectorEnv(2, runtime=runtime, max_episode_steps=2)
+    try:
+        envs.reset_envs({0: (0, None), 1: (1, None)})
+        results = envs.step_envs({0: FINISH, 1: SHOT})
+        assert results[0][2] and not results[1][2]  # sub-env 0 terminated
+        with pytest.raises(ResetNeededError, match=re.escape("sub-envs [0]")):
+            envs.step_envs({0: SHOT, 1: SHOT})
+        # The vector's own time limit ends sub-env 1's episode: the same rule.
+        assert envs.step_envs({1: SHOT})[1][3]
+        with pytest.raises(ResetNeededError, match=re.escape("sub-envs [1]")):
+            envs.step_envs({1: SHOT})
+        envs.reset_envs({0: (2, None), 1: (3, None)})
+        results = envs.step_envs({0: SHOT, 1: SHOT})
+        assert not any(r[2] or r[3] for r in results.values())
+    finally:
+        envs.close()
+
+
+def test_autoreset_disabled_refuses_an_ended_sub_env(runtime: LocalRuntime) -> None:
+    envs = SessionVectorEnv(2, runtime=runtime, autoreset_mode=AutoresetMode.DISABLED)
+    try:
+        envs.reset(seed=0)
+        envs.step([FINISH, SHOT])
+        with pytest.raises(
+            ResetNeededError, match=re.escape("sub-envs [0] finished their episodes")
+        ):
+            envs.step([SHOT, SHOT])
+        envs.reset(options={"reset_mask": np.array([True, False])})
+        _, _, terminated, truncated, _ = envs.step([SHOT, SHOT])
+        assert not terminated.any() and not truncated.any()
     finally:
         envs.close()

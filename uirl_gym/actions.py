@@ -323,19 +323,42 @@ def action_space(seed: int | None = None) -> spaces.Dict:
     )
 
 
+def _space_index(sample: Mapping[str, Any], name: str, choices: tuple[Any, ...]) -> Any:
+    """``choices[sample[name]]``, refusing what Python indexing would wrap (-1) or raise on."""
+    if name not in sample:
+        raise ValueError(f"{name}: missing from the action-space sample")
+    index = int(sample[name])
+    if not 0 <= index < len(choices):
+        raise ValueError(
+            f"{name}: index {index} is out of range; expected 0..{len(choices) - 1} "
+            f"({', '.join(c.value for c in choices)}), as the action space's Discrete allows"
+        )
+    return choices[index]
+
+
 def _from_space_sample(sample: Mapping[str, Any]) -> Action:
-    action_type = ACTION_TYPES[int(sample["action_type"])]
-    x, y = int(sample["x"]), int(sample["y"])
+    """An :func:`action_space` sample -> an unvalidated :class:`Action`.
+
+    Raises:
+        ValueError: an index outside its ``Discrete`` or a needed field missing, so that
+            the env counts the sample as an invalid action instead of crashing.
+    """
+    action_type = _space_index(sample, "action_type", ACTION_TYPES)
     fields: dict[str, Any] = {"type": action_type}
-    if action_type in POINTER_ACTIONS:
-        fields |= {"x": x, "y": y}
-    if action_type is ActionType.TYPE:
-        fields["text"] = str(sample["text"])
-    if action_type is ActionType.KEYS:
-        fields["keys"] = str(sample["keys"])
-    if action_type is ActionType.SCROLL:
-        fields["direction"] = SCROLL_DIRECTIONS[int(sample["direction"])]
-        fields["amount"] = int(sample["amount"])
+    try:
+        if action_type in POINTER_ACTIONS:
+            fields |= {"x": int(sample["x"]), "y": int(sample["y"])}
+        if action_type is ActionType.TYPE:
+            fields["text"] = str(sample["text"])
+        if action_type is ActionType.KEYS:
+            fields["keys"] = str(sample["keys"])
+        if action_type is ActionType.SCROLL:
+            fields["direction"] = _space_index(sample, "direction", SCROLL_DIRECTIONS)
+            fields["amount"] = int(sample["amount"])
+    except KeyError as exc:
+        raise ValueError(
+            f"{exc.args[0]}: missing from the action-space sample ({action_type.value} needs it)"
+        ) from None
     return Action(**fields)
 
 

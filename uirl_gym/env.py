@@ -4,6 +4,10 @@ The reward comes from the task's own record (``/progress``), never from pixels. 
 session is kept across episodes (an in-session reset takes well under a second) and
 replaced only when it fails: a failure mid-episode ends that episode truncated with
 ``info["error"]``; the next ``reset`` brings up a healthy session.
+
+Lifecycle: ``step`` after an episode ended (terminated or truncated, for whatever
+reason) raises :class:`ResetNeededError`; any call after ``close()`` raises
+:class:`ClosedEnvironmentError` instead of quietly starting a new session.
 """
 
 from __future__ import annotations
@@ -34,8 +38,19 @@ from uirl_gym.runtimes.base import Runtime, SessionInfo
 logger = logging.getLogger(__name__)
 
 MAX_INSTRUCTION_LENGTH = 2048
+# The most target rows an episode may ask for, whether by ``num_rows`` (the task
+# refuses more) or by ``rows``: it keeps the instruction within MAX_INSTRUCTION_LENGTH.
+MAX_TARGET_ROWS = 20
 _INSTRUCTION_CHARSET = "".join(chr(c) for c in range(32, 127)) + "\n"
 RESET_ATTEMPTS = 2
+
+
+class ClosedEnvironmentError(gym.error.ClosedEnvironmentError, RuntimeError):
+    """The env (or vector env) was used after ``close()``; make a new one."""
+
+
+class ResetNeededError(gym.error.ResetNeeded, RuntimeError):
+    """``step`` with no episode running: before the first reset, or after the episode ended."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +141,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._replacement: Future[SessionInfo] | None = None
         self._obs: dict[str, Any] | None = None
         self._episode: _EpisodeRecord | None = None
+        self._closed = False
         # Wall times of the last reset or step (kept out of info, which must be
         # deterministic for a given seed and actions).
         self.timings: dict[str, float] = {}
@@ -133,6 +149,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
     # -- sessions --------------------------------------------------------------------
 
     def _ensure_session(self) -> SessionClient:
+        self._check_open()
         if self._client is not None:
             return self._client
         if self._base_url is not None:
@@ -166,14 +183,34 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._client = None
         self.session = None
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedEnvironmentError(
+                "this UIEnv is closed (its session was given back); make a new env with "
+                "gym.make(...) instead of using it again"
+            )
+
     # -- gym API ---------------------------------------------------------------------
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start an episode. See the class docstring for ``options``.
+
+        Raises:
+            ClosedEnvironmentError: the env was closed.
+            ValueError: options the env or the task refuses (e.g. more than
+                ``MAX_TARGET_ROWS`` rows); no episode is running afterwards.
+            SessionError: the session failed twice in a row.
+        """
+        self._check_open()
+        # Whatever happens below, the previous episode is over: a failed reset must not
+        # leave it steppable on a replacement session.
+        self._episode = None
         super().reset(seed=seed)
         task_seed = int(self.np_random.integers(2**31))
         task_options = {**self.default_options, **(options or {})}
+        _check_options(task_options)
         for attempt in range(1, RESET_ATTEMPTS + 1):
             client = self._ensure_session()
             t0 = time.perf_counter()
@@ -203,9 +240,22 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
     def step(
         self, action: Action | Mapping[str, Any]
     ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """Act, then pay from the task's record. An invalid action is an observation.
+
+        Raises:
+            ClosedEnvironmentError: the env was closed.
+            ResetNeededError: no episode is running (never reset, or the last one
+                ended terminated or truncated).
+        """
+        self._check_open()
         if self._episode is None or self._obs is None:
-            raise gym.error.ResetNeeded("call reset() before step()")
+            raise ResetNeededError("no episode is running: call reset() before step()")
         episode = self._episode
+        if episode.ended is not None:
+            raise ResetNeededError(
+                f"the episode ended ({episode.ended}) on the last step; call reset() to "
+                "start a new one before stepping again"
+            )
         info: dict[str, Any] = {}
         reward = 0.0
         t0 = time.perf_counter()
@@ -215,6 +265,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             return self._invalid(f"{type(exc).__name__}: {exc}", info)
         if parsed.type is ActionType.FINISH:
             info.update(self._status(episode))
+            episode.ended = "terminated"
             return self._obs, 0.0, True, False, info
         client = self._ensure_session()
         try:
@@ -227,12 +278,15 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             logger.warning("session %s failed mid-episode: %s", self.session, exc)
             self._drop_session(healthy=False)
             info.update(self._status(episode), error=f"{type(exc).__name__}: {exc}")
+            episode.ended = "truncated"
             return self._obs, 0.0, False, True, info
         reward += self._submission_reward(episode, progress)
         reward += potential - episode.potential
         episode.potential = potential
         self._obs = {"screenshot": screenshot, "instruction": self._obs["instruction"]}
         terminated = set(episode.target_rows) <= episode.submitted_targets
+        if terminated:
+            episode.ended = "terminated"
         info.update(self._status(episode), progress=_task_record(progress))
         self.timings = {"act_s": t_act - t0, "step_s": time.perf_counter() - t0}
         return self._obs, reward, terminated, False, info
@@ -300,6 +354,9 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         return None
 
     def close(self) -> None:
+        """Give the session back and stop an env-made runtime; later calls raise."""
+        self._closed = True
+        self._episode = None
         self._drop_session(healthy=True)
         if self._replacement is not None and self._runtime is not None:
             try:
@@ -327,6 +384,21 @@ def _in_background(fn: Callable[[], SessionInfo]) -> Future[SessionInfo]:
     return future
 
 
+def _check_options(options: Mapping[str, Any]) -> None:
+    """Refuse, before any round trip, options whose instruction would not fit the space.
+
+    Raises:
+        ValueError: more than ``MAX_TARGET_ROWS`` rows in ``options["rows"]``.
+    """
+    rows = options.get("rows")
+    if isinstance(rows, list | tuple) and len(rows) > MAX_TARGET_ROWS:
+        raise ValueError(
+            f"rows: at most {MAX_TARGET_ROWS} target rows, got {len(rows)} (the same cap as "
+            "num_rows: the instruction must fit the observation space); pass fewer rows "
+            "and spread the rest over more episodes"
+        )
+
+
 def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:
     """The task's record without session bookkeeping (the episode counter)."""
     return {k: v for k, v in progress.items() if k != "episode"}
@@ -340,3 +412,5 @@ class _EpisodeRecord:
     num_matched_seen: int = 0
     num_incorrect_seen: int = 0
     potential: float = 0.0
+    # "terminated" or "truncated" once the episode has ended; stepping on then raises.
+    ended: str | None = None

@@ -5,6 +5,12 @@ sub-env, no pickling of screenshots between processes. Each sub-env is a
 :class:`~uirl_gym.env.UIEnv`; they share one runtime. A sub-env whose session fails
 ends its own episode truncated with ``info["error"]`` and gets a replacement session;
 the others are not affected.
+
+Lifecycle, as for one UIEnv: a sub-env whose episode ended (terminated or truncated)
+is reset by the autoreset mode (NEXT_STEP, SAME_STEP) or must be reset by the caller
+(DISABLED, and always with :meth:`SessionVectorEnv.step_envs`): stepping it first
+raises :class:`~uirl_gym.env.ResetNeededError`. Any call after ``close()`` raises
+:class:`~uirl_gym.env.ClosedEnvironmentError`.
 """
 
 from __future__ import annotations
@@ -19,14 +25,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from uirl_gym.env import UIEnv
+from uirl_gym.env import ClosedEnvironmentError, ResetNeededError, UIEnv
 from uirl_gym.runtimes.base import Runtime
 
+__all__ = ["ClosedEnvironmentError", "ResetNeededError", "SessionVectorEnv"]
+
 logger = logging.getLogger(__name__)
-
-
-class ClosedEnvironmentError(RuntimeError):
-    """The vector env was used after ``close()``."""
 
 
 class SessionVectorEnv(VectorEnv):
@@ -86,6 +90,7 @@ class SessionVectorEnv(VectorEnv):
         self._rewards = np.zeros(num_envs, dtype=np.float64)
         self._terminations = np.zeros(num_envs, dtype=np.bool_)
         self._truncations = np.zeros(num_envs, dtype=np.bool_)
+        # True while a sub-env's episode has ended and it has not been reset since.
         self._autoreset_envs = np.zeros(num_envs, dtype=np.bool_)
         self._elapsed = np.zeros(num_envs, dtype=np.int64)
         self._last_options: list[dict[str, Any]] = [{} for _ in range(num_envs)]
@@ -121,23 +126,22 @@ class SessionVectorEnv(VectorEnv):
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         self._check_open()
         per_env = self._unbatch_actions(actions)
+        ended = np.flatnonzero(self._autoreset_envs).tolist()
+        if self.autoreset_mode is AutoresetMode.DISABLED and ended:
+            # Checked before anything steps, so that no sub-env's step is lost.
+            raise ResetNeededError(
+                f"sub-envs {ended} finished their episodes: with autoreset DISABLED, reset "
+                "them (reset(options={'reset_mask': ...})) before stepping them again"
+            )
 
         def step_one(i: int) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-            env = self.envs[i]
             if self.autoreset_mode is AutoresetMode.NEXT_STEP and self._autoreset_envs[i]:
-                self._elapsed[i] = 0
-                obs, info = env.reset(options=self._last_options[i])
+                obs, info = self._reset_env(i)
                 return obs, 0.0, False, False, info
-            if self.autoreset_mode is AutoresetMode.DISABLED and self._autoreset_envs[i]:
-                raise RuntimeError(
-                    f"sub-env {i} finished its episode: with autoreset DISABLED, reset it "
-                    "(reset(options={'reset_mask': ...})) before stepping it again"
-                )
             obs, reward, terminated, truncated, info = self._step_env(i, per_env[i])
             if self.autoreset_mode is AutoresetMode.SAME_STEP and (terminated or truncated):
                 final = {"final_obs": obs, "final_info": info}
-                self._elapsed[i] = 0
-                obs, info = env.reset(options=self._last_options[i])
+                obs, info = self._reset_env(i)
                 info = {**info, **final}
             return obs, reward, terminated, truncated, info
 
@@ -149,7 +153,6 @@ class SessionVectorEnv(VectorEnv):
             self._terminations[i] = terminated
             self._truncations[i] = truncated
             infos = self._add_info(infos, info, i)
-        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
         return (
             self._batch(),
             self._rewards.copy(),
@@ -183,11 +186,28 @@ class SessionVectorEnv(VectorEnv):
 
         Returns:
             {index: (obs, reward, terminated, truncated, info)}.
+
+        Raises:
+            ResetNeededError: a sub-env whose episode ended has not been reset with
+                :meth:`reset_envs` since (nothing is stepped).
         """
         self._check_open()
         indices = list(actions)
+        ended = [i for i in indices if self._autoreset_envs[i]]
+        if ended:
+            raise ResetNeededError(
+                f"sub-envs {ended}: their episodes ended (terminated or truncated); "
+                "reset them with reset_envs({index: (seed, options)}) before stepping them"
+            )
         results = self._map(lambda i: self._step_env(i, actions[i]), indices)
         return dict(zip(indices, results, strict=True))
+
+    def _reset_env(self, i: int) -> tuple[Any, dict[str, Any]]:
+        """Autoreset sub-env ``i`` with its last options (a new seed from its own RNG)."""
+        self._elapsed[i] = 0
+        obs, info = self.envs[i].reset(options=self._last_options[i])
+        self._autoreset_envs[i] = False
+        return obs, info
 
     def _step_env(self, i: int, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.envs[i].step(action)
@@ -223,7 +243,10 @@ class SessionVectorEnv(VectorEnv):
 
     def _check_open(self) -> None:
         if self.closed:
-            raise ClosedEnvironmentError("this SessionVectorEnv is closed")
+            raise ClosedEnvironmentError(
+                "this SessionVectorEnv is closed (its sessions were given back); make a new "
+                "one with gym.make_vec(...) instead of using it again"
+            )
 
     def _batch(self) -> dict[str, Any]:
         self._observations = concatenate(
