@@ -6,7 +6,51 @@ import re
 
 import pytest
 
-from uirl_gym.actions import Action, ActionType, action_space, parse_keys, to_action
+from uirl_gym.actions import (
+    CDP_KEYS,
+    Action,
+    ActionType,
+    ScrollDirection,
+    action_space,
+    key_sequence,
+    parse_keys,
+    to_action,
+)
+
+# pyautogui 0.9.54's KEYBOARD_KEYS, verbatim: the names upstream's ``keys`` accepts.
+PYAUTOGUI_KEYBOARD_KEYS = [
+    "\t", "\n", "\r", " ", "!", '"', "#", "$", "%", "&", "'", "(", ")", "*", "+", ",",
+    "-", ".", "/", "0", "1", "2", "3", "4", "5", "6", "7", "8", "9", ":", ";", "<", "=",
+    ">", "?", "@", "[", "\\", "]", "^", "_", "`", "a", "b", "c", "d", "e", "f", "g", "h",
+    "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s", "t", "u", "v", "w", "x", "y",
+    "z", "{", "|", "}", "~", "accept", "add", "alt", "altleft", "altright", "apps",
+    "backspace", "browserback", "browserfavorites", "browserforward", "browserhome",
+    "browserrefresh", "browsersearch", "browserstop", "capslock", "clear", "convert",
+    "ctrl", "ctrlleft", "ctrlright", "decimal", "del", "delete", "divide", "down", "end",
+    "enter", "esc", "escape", "execute", "f1", "f10", "f11", "f12", "f13", "f14", "f15",
+    "f16", "f17", "f18", "f19", "f2", "f20", "f21", "f22", "f23", "f24", "f3", "f4", "f5",
+    "f6", "f7", "f8", "f9", "final", "fn", "hanguel", "hangul", "hanja", "help", "home",
+    "insert", "junja", "kana", "kanji", "launchapp1", "launchapp2", "launchmail",
+    "launchmediaselect", "left", "modechange", "multiply", "nexttrack", "nonconvert",
+    "num0", "num1", "num2", "num3", "num4", "num5", "num6", "num7", "num8", "num9",
+    "numlock", "pagedown", "pageup", "pause", "pgdn", "pgup", "playpause", "prevtrack",
+    "print", "printscreen", "prntscrn", "prtsc", "prtscr", "return", "right", "scrolllock",
+    "select", "separator", "shift", "shiftleft", "shiftright", "sleep", "space", "stop",
+    "subtract", "tab", "up", "volumedown", "volumemute", "volumeup", "win", "winleft",
+    "winright", "yen", "command", "option", "optionleft", "optionright",
+]  # fmt: skip
+# Playwright's US keyboard layout (key names and codes it accepts in keyboard.press).
+PLAYWRIGHT_LAYOUT = {
+    "Escape", "Backspace", "Tab", "Enter", "CapsLock", "Space", "ContextMenu",
+    "PrintScreen", "ScrollLock", "Pause", "PageUp", "PageDown", "Insert", "Delete",
+    "Home", "End", "ArrowLeft", "ArrowUp", "ArrowRight", "ArrowDown", "NumLock",
+    "NumpadDivide", "NumpadMultiply", "NumpadSubtract", "NumpadAdd", "NumpadDecimal",
+    "NumpadEnter", "AudioVolumeMute", "AudioVolumeDown", "AudioVolumeUp", "MediaTrackNext",
+    "MediaTrackPrevious", "MediaPlayPause", "Shift", "Control", "Alt", "Meta", "ShiftLeft",
+    "ShiftRight", "ControlLeft", "ControlRight", "AltLeft", "AltRight", "AltGraph",
+    "MetaLeft", "MetaRight", *(f"Numpad{i}" for i in range(10)),
+    *(f"F{i}" for i in range(1, 13)),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -20,6 +64,10 @@ from uirl_gym.actions import Action, ActionType, action_space, parse_keys, to_ac
         ("esc", "Escape"),
         ("ctrl++", "Control++"),
         ("pagedown", "PageDown"),
+        ("ctrl+shift", "Control+Shift"),  # pyautogui.hotkey presses any keys in order
+        ("\t", "Tab"),
+        ("num5", "Numpad5"),
+        ("browserback", "BrowserBack"),
     ],
 )
 def test_parse_keys(keys: str, expected: str) -> None:
@@ -46,9 +94,11 @@ def test_round_trips() -> None:
         ({"type": "left_click", "x": 1}, "x, y"),
         ({"type": "double_click", "x": 1.5, "y": 2}, "x: must be an integer"),
         ({"type": "mouse_move", "x": -1, "y": 2}, "x: -1 is off the 1280x800 screen"),
-        ({"type": "type", "text": ""}, "text: type needs a non-empty text"),
+        ({"type": "type"}, "text: type needs a text"),
         ({"type": "scroll", "direction": "down", "amount": 51}, "amount: must be 1..50"),
-        ({"type": "keys", "keys": "ctrl+shift"}, "keys: unknown key 'shift'"),
+        ({"type": "keys", "keys": "ctrl+banana"}, "keys: unknown key 'banana'"),
+        ({"type": "keys", "keys": "é"}, "is not a key on the keyboard"),
+        ({"type": "keys", "keys": "ctrl+你"}, "use action_type=type with text='你'"),
         ({"kind": "left_click"}, "Unknown action fields ['kind']"),
         (None, "no action"),
         ("left_click", "Expected an Action"),
@@ -57,3 +107,17 @@ def test_round_trips() -> None:
 def test_invalid_actions_say_what_is_wrong(value: object, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         to_action(value).validate()  # type: ignore[arg-type]
+
+
+def test_every_pyautogui_key_name_maps_to_a_key_the_browser_knows() -> None:
+    for name in PYAUTOGUI_KEYBOARD_KEYS:
+        for spelling in {name, name.upper()} if len(name) > 1 else {name}:
+            (key,) = key_sequence(spelling)
+            single_char = len(key) == 1 and key.isascii() and key.isprintable()
+            assert key in PLAYWRIGHT_LAYOUT or key in CDP_KEYS or single_char, (name, key)
+
+
+def test_empty_text_is_a_valid_no_op_and_directions_ignore_case() -> None:
+    assert Action(ActionType.TYPE, text="").validate().text == ""
+    assert Action(ActionType.SCROLL, direction="DOWN").direction is ScrollDirection.DOWN
+    assert Action.from_query({"action_type": "scroll", "direction": "Up"}).direction == "up"

@@ -23,6 +23,7 @@ import requests
 from PIL import Image
 
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
+from uirl_gym.runtimes.base import session_headers
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +80,10 @@ class SessionClient:
         base_url: the server's root URL.
         image_format: how screenshots travel (``png``, ``jpeg`` or ``raw``); the client
             always returns decoded uint8 arrays.
+
+    ``headers`` are the credentials sent with every request (the session token for
+    ``/reset`` and ``/oracle``, a proxy's bearer token); None takes those the runtime
+    registered for ``base_url`` (see ``uirl_gym.runtimes.base.session_headers``).
     """
 
     def __init__(
@@ -90,6 +95,7 @@ class SessionClient:
         max_retries: int = 3,
         backoff_s: float = 0.1,
         image_format: str = "png",
+        headers: dict[str, str] | None = None,
     ) -> None:
         if image_format not in IMAGE_FORMATS:
             raise ValueError(f"image_format: expected one of {IMAGE_FORMATS}, got {image_format!r}")
@@ -102,6 +108,7 @@ class SessionClient:
         # One connection is enough: a session serves one agent, requests are sequential.
         adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
         self._http.mount("http://", adapter)
+        self._http.headers.update(session_headers(base_url) if headers is None else headers)
 
     def _request(
         self, method: str, path: str, *, idempotent: bool, **kwargs: Any

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import atexit
 import os
+import secrets
 import signal
 import threading
 import weakref
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 
@@ -31,6 +34,16 @@ class RuntimeClosedError(UIRuntimeError):
 # Sent by routers (the Kubernetes proxy) with the session id they mean; a session server
 # refuses (421) a request meant for another session.
 SESSION_HEADER = "X-UIRL-Session-Id"
+# The session's token for its privileged routes (/reset, /oracle): created by the
+# runtime, handed to the server in this environment variable (never argv, which every
+# local user can read) and to the env through SessionInfo, never to the agent.
+TOKEN_ENV_VAR = "UIRL_SESSION_TOKEN"
+TOKEN_HEADER = "X-UIRL-Token"
+
+
+def new_session_token() -> str:
+    """A fresh per-session token (256 bits, URL-safe)."""
+    return secrets.token_urlsafe(32)
 
 
 @dataclass(frozen=True)
@@ -40,10 +53,47 @@ class SessionInfo:
     Attributes:
         session_id: unique within the runtime.
         base_url: the protocol's root, e.g. ``http://127.0.0.1:41234``.
+        headers: credentials every request to it carries (the session token, the
+            proxy's bearer token); left out of ``repr`` so that logs never show them.
     """
 
     session_id: str
     base_url: str
+    headers: Mapping[str, str] = field(
+        default_factory=lambda: MappingProxyType({}), repr=False, compare=False
+    )
+
+
+# Credentials of the sessions this process's runtimes handed out, by base URL: the
+# SessionClient of an env that only knows a session's URL finds them here, so the token
+# travels runtime -> client without passing through anything the agent sees.
+_CREDENTIALS: dict[str, SessionInfo] = {}
+_CREDENTIALS_LOCK = threading.Lock()
+
+
+def register_session(info: SessionInfo) -> SessionInfo:
+    """Make ``info.headers`` the credentials of requests to ``info.base_url``."""
+    with _CREDENTIALS_LOCK:
+        _CREDENTIALS[info.base_url.rstrip("/")] = info
+    return info
+
+
+def forget_session(session_id: str) -> None:
+    """Drop the credentials of a session that was stopped."""
+    with _CREDENTIALS_LOCK:
+        for url in [u for u, i in _CREDENTIALS.items() if i.session_id == session_id]:
+            del _CREDENTIALS[url]
+
+
+def session_headers(base_url: str) -> dict[str, str]:
+    """The credentials for ``base_url``: a runtime's registration, else the token in
+    ``$UIRL_SESSION_TOKEN`` (a server started by hand), else none."""
+    with _CREDENTIALS_LOCK:
+        info = _CREDENTIALS.get(base_url.rstrip("/"))
+    if info is not None:
+        return dict(info.headers)
+    token = os.environ.get(TOKEN_ENV_VAR)
+    return {TOKEN_HEADER: token} if token else {}
 
 
 @runtime_checkable

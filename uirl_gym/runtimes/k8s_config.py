@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -9,6 +10,8 @@ from typing import Any
 
 from uirl_gym.runtimes.k8s_api import LABEL_VALUE_RE
 from uirl_gym.runtimes.k8s_pods import DEFAULT_ORPHAN_TTL_S, build_pod_manifest
+
+PROXY_TOKEN_ENV_VAR = "UIRL_PROXY_TOKEN"
 
 
 def _new_run_id() -> str:
@@ -34,6 +37,8 @@ class KubernetesRuntimeConfig:
             resources (None: keep the template's: 500m/1 CPU, 640Mi/1Gi).
         proxy_url: the routing proxy's URL (sessions at ``{proxy_url}/proxy/{id}``);
             None routes to pod IPs directly, which works only inside the cluster.
+        proxy_token: the bearer token the proxy requires (its ``--token-file``, from the
+            ``uirl-proxy-token`` Secret); None: ``$UIRL_PROXY_TOKEN`` if set, else none.
         pool_size: how many ready sessions wait for :meth:`KubernetesRuntime.acquire`.
         max_parallel_starts: pods being started at the same time, at most.
         startup_timeout_s: how long a pod may take to be ready (pull, schedule, start).
@@ -62,6 +67,7 @@ class KubernetesRuntimeConfig:
     memory_limit: str | None = None
     # Routing
     proxy_url: str | None = None
+    proxy_token: str | None = field(default=None, repr=False)
     # Pool
     pool_size: int = 2
     max_parallel_starts: int = 16
@@ -88,12 +94,17 @@ class KubernetesRuntimeConfig:
             )
         if self.proxy_url is not None and not self.proxy_url.startswith(("http://", "https://")):
             raise ValueError(f"proxy_url: expected http(s)://host:port, got {self.proxy_url!r}")
+        if self.proxy_token is None:
+            self.proxy_token = os.environ.get(PROXY_TOKEN_ENV_VAR) or None
 
-    def pod_manifest(self, template: Mapping[str, Any], session_id: str) -> dict[str, Any]:
+    def pod_manifest(
+        self, template: Mapping[str, Any], session_id: str, token: str | None = None
+    ) -> dict[str, Any]:
         """The pod of one session: ``template`` with this config's fields filled in."""
         return build_pod_manifest(
             template,
             session_id=session_id,
+            token=token,
             run_id=self.run_id,
             image=self.image,
             task=self.task,

@@ -23,9 +23,13 @@ import requests
 import yaml
 
 from uirl_gym.runtimes.base import (
+    TOKEN_ENV_VAR,
+    TOKEN_HEADER,
     RuntimeClosedError,
     SessionInfo,
     SessionStartError,
+    new_session_token,
+    register_session,
     server_command,
 )
 from uirl_gym.runtimes.k8s_api import (
@@ -95,12 +99,16 @@ def build_pod_manifest(
     task: str,
     port: int,
     ttl_s: float,
+    token: str | None = None,
     image_pull_policy: str | None = None,
     resources_override: Mapping[str, Mapping[str, str | None]] | None = None,
 ) -> dict[str, Any]:
     """The pod of one session: the template with the per-session fields set.
 
     Args:
+        token: the session's token for ``/reset`` and ``/oracle``, set as the container's
+            ``UIRL_SESSION_TOKEN`` (readable by whoever may ``get pods`` in the
+            namespace: the trainer and the proxy; never by the agent).
         resources_override: ``{"requests": {"cpu": "1"}, "limits": {"memory": None}}``;
             a value of None removes that entry from the template's resources.
     """
@@ -128,6 +136,9 @@ def build_pod_manifest(
         session_id=session_id, task=task, host="0.0.0.0", port=port
     )
     container.pop("args", None)
+    if token is not None:
+        env = [e for e in container.get("env") or [] if e.get("name") != TOKEN_ENV_VAR]
+        container["env"] = [*env, {"name": TOKEN_ENV_VAR, "value": token}]
     ports = [p for p in container.get("ports") or [] if p.get("name") != PORT_NAME]
     container["ports"] = [{"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}, *ports]
     for kind, values in (resources_override or {}).items():
@@ -190,8 +201,9 @@ class PodStarter:
     Args:
         api: the pod API.
         cache: the watched pods of this run (readiness comes from its events).
-        manifest_for: the pod manifest of a session id.
+        manifest_for: the pod manifest of a session id and its token.
         proxy_url: route through the proxy; None: to the pod IP.
+        proxy_token: the proxy's bearer token (None: the proxy wants none).
         startup_timeout_s: create -> ``GET /`` 200, at most.
         is_closed: True once the runtime closes (the wait stops).
     """
@@ -201,8 +213,9 @@ class PodStarter:
         api: PodApi,
         cache: PodCache,
         *,
-        manifest_for: Callable[[str], dict[str, Any]],
+        manifest_for: Callable[[str, str], dict[str, Any]],
         proxy_url: str | None,
+        proxy_token: str | None = None,
         startup_timeout_s: float,
         is_closed: Callable[[], bool],
     ) -> None:
@@ -210,6 +223,7 @@ class PodStarter:
         self.cache = cache
         self.manifest_for = manifest_for
         self.proxy_url = proxy_url
+        self.proxy_token = proxy_token
         self.startup_timeout_s = startup_timeout_s
         self.is_closed = is_closed
 
@@ -224,7 +238,8 @@ class PodStarter:
             RuntimeClosedError: the runtime closed meanwhile.
         """
         session_id = uuid.uuid4().hex[:12]
-        manifest = self.manifest_for(session_id)
+        token = new_session_token()
+        manifest = self.manifest_for(session_id, token)
         name = manifest["metadata"]["name"]
         t0 = time.monotonic()
         deadline = t0 + self.startup_timeout_s
@@ -249,7 +264,13 @@ class PodStarter:
             self._delete_quietly(name)
             raise
         logger.info("session %s ready at %s in %.1fs", session_id, base_url, time.monotonic() - t0)
-        return SessionInfo(session_id, base_url), name
+        headers = {TOKEN_HEADER: token, **self._proxy_headers()}
+        return register_session(SessionInfo(session_id, base_url, headers=headers)), name
+
+    def _proxy_headers(self) -> dict[str, str]:
+        if self.proxy_url and self.proxy_token:
+            return {"Authorization": f"Bearer {self.proxy_token}"}
+        return {}
 
     def route(self, session_id: str, pod: PodState) -> str:
         """The session's base URL: through the proxy, or at the pod's IP and port."""
@@ -283,6 +304,7 @@ class PodStarter:
         last = "no answer"
         with requests.Session() as http:
             http.trust_env = False  # an HTTP(S)_PROXY variable must not capture pod traffic
+            http.headers.update(self._proxy_headers())
             while time.monotonic() < deadline:
                 self._check_open()
                 try:

@@ -33,9 +33,11 @@ from uirl_gym.runtimes.base import (
     SessionInfo,
     SessionStartError,
     close_at_exit,
+    forget_session,
 )
 from uirl_gym.runtimes.k8s_api import (
     EXPIRES_ANNOTATION,
+    POD_NAME_PREFIX,
     PodApi,
     PodApiError,
     PodCache,
@@ -123,8 +125,9 @@ class KubernetesRuntime:
         self._start_pod = PodStarter(
             api,
             self._cache,
-            manifest_for=lambda sid: cfg.pod_manifest(self._template, sid),
+            manifest_for=lambda sid, token: cfg.pod_manifest(self._template, sid, token),
             proxy_url=cfg.proxy_url,
+            proxy_token=cfg.proxy_token,
             startup_timeout_s=cfg.startup_timeout_s,
             is_closed=lambda: self._closed,
         )
@@ -401,6 +404,7 @@ class KubernetesRuntime:
             self._delete(name)
 
     def _delete(self, name: str) -> None:
+        forget_session(name.removeprefix(POD_NAME_PREFIX))
         try:
             self.api.delete(name)
         except PodApiError as exc:

@@ -4,12 +4,21 @@ Each session is ``python -m uirl_gym.server --port 0`` in its own process group;
 server picks a free port and writes it to a port file, so no two sessions race for a
 port. Sessions are stopped on :meth:`LocalRuntime.close`, at interpreter exit, on
 SIGINT/SIGTERM, and by the servers themselves if this process dies (``--parent-pid``).
+
+Each session gets a fresh token for its privileged routes (``/reset``, ``/oracle``),
+handed to the server in its environment (not argv, which any local user can read) and
+to the env through the session's :class:`SessionInfo`.
+
+Port files and logs live in ``$TMPDIR/uirl-sessions-<owner pid>-*`` unless ``log_dir``
+is given: a session's files go when it stops, the folder when the runtime closes, and a
+runtime that starts removes the folders of owners that died without closing (SIGKILL).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,10 +34,15 @@ from pathlib import Path
 import requests
 
 from uirl_gym.runtimes.base import (
+    TOKEN_ENV_VAR,
+    TOKEN_HEADER,
     RuntimeClosedError,
     SessionInfo,
     SessionStartError,
     close_at_exit,
+    forget_session,
+    new_session_token,
+    register_session,
     server_command,
 )
 
@@ -36,6 +50,7 @@ logger = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 30
 STOP_GRACE_S = 5.0
+TMP_PREFIX = "uirl-sessions-"
 
 
 @dataclass
@@ -87,7 +102,9 @@ class LocalRuntime:
             self.log_dir = Path(self.config.log_dir)
             self.log_dir.mkdir(parents=True, exist_ok=True)
         else:
-            self._tmp = tempfile.TemporaryDirectory(prefix="uirl-sessions-")
+            remove_stale_dirs()
+            # The owner's pid in the name lets a later runtime tell a dead owner's folder.
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"{TMP_PREFIX}{os.getpid()}-")
             self.log_dir = Path(self._tmp.name)
         close_at_exit(self)
 
@@ -107,7 +124,7 @@ class LocalRuntime:
                 return
             entry = self._sessions.pop(session.session_id, None)
         if entry is not None:
-            self._stop(entry)
+            self._stop_and_clean(entry)
         elif not known:
             logger.debug("release of unknown session %s", session.session_id)
 
@@ -132,7 +149,7 @@ class LocalRuntime:
             self._sessions.clear()
             self._idle.clear()
         for entry in entries:
-            self._stop(entry)
+            self._stop_and_clean(entry)
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -148,8 +165,16 @@ class LocalRuntime:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _stop_and_clean(self, entry: _LocalSession) -> None:
+        self._stop(entry)
+        forget_session(entry.info.session_id)
+        if self._tmp is not None:  # a user's log_dir keeps its logs
+            for path in (entry.log_path, entry.log_path.with_suffix(".port")):
+                path.unlink(missing_ok=True)
+
     def _start(self, timeout_s: float | None) -> _LocalSession:
         session_id = uuid.uuid4().hex[:12]
+        token = new_session_token()
         port_file = self.log_dir / f"{session_id}.port"
         log_path = self.log_dir / f"{session_id}.log"
         cmd = [
@@ -175,16 +200,20 @@ class LocalRuntime:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                env={**os.environ, TOKEN_ENV_VAR: token},
             )
         entry = _LocalSession(SessionInfo(session_id, ""), process, log_path)
         with self._lock:
             self._sessions[session_id] = entry
         try:
-            entry.info = SessionInfo(session_id, self._wait_ready(entry, port_file, timeout_s))
+            base_url = self._wait_ready(entry, port_file, timeout_s)
+            entry.info = register_session(
+                SessionInfo(session_id, base_url, headers={TOKEN_HEADER: token})
+            )
         except BaseException:
             with self._lock:
                 self._sessions.pop(session_id, None)
-            self._stop(entry)
+            self._stop_and_clean(entry)
             raise
         logger.info("session %s ready at %s", session_id, entry.info.base_url)
         return entry
@@ -241,6 +270,41 @@ class LocalRuntime:
             process.wait(timeout=STOP_GRACE_S)
         except subprocess.TimeoutExpired:
             logger.warning("session %s did not exit after SIGKILL", entry.info.session_id)
+
+
+def remove_stale_dirs(tmp_dir: str | None = None) -> list[Path]:
+    """Remove the ``uirl-sessions-<pid>-*`` folders whose owner process is gone.
+
+    A runtime killed with SIGKILL cannot remove its own folder; its servers exit on
+    their own (``--parent-pid``), and the next runtime removes what is left.
+
+    Returns:
+        The folders removed.
+    """
+    removed = []
+    for path in Path(tmp_dir or tempfile.gettempdir()).glob(f"{TMP_PREFIX}*-*"):
+        owner = path.name.removeprefix(TMP_PREFIX).split("-", 1)[0]
+        if not owner.isdigit() or _pid_alive(int(owner)) or not path.is_dir():
+            continue
+        try:
+            shutil.rmtree(path)
+        except OSError as exc:
+            logger.warning("could not remove %s, left by a dead runtime: %s", path, exc)
+        else:
+            removed.append(path)
+    if removed:
+        logger.info("removed %d session folder(s) of dead runtimes", len(removed))
+    return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: not ours to judge
+    return True
 
 
 def _kill_group(pid: int) -> None:

@@ -19,8 +19,11 @@ import time
 
 import uvicorn
 
+from uirl_gym.runtimes.base import TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.server.app import ServerConfig, create_app
 from uirl_gym.server.browser import BrowserNotFoundError
+
+logger = logging.getLogger(__name__)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,6 +39,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--initial-options", default="{}", help="JSON reset options of the start-up episode"
     )
+    p.add_argument(
+        "--token-file",
+        help=f"file holding the token of /reset and /oracle (default: ${TOKEN_ENV_VAR}; "
+        "neither: a random one, logged once). Never pass a token in argv: anyone can read it",
+    )
+    p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json")
     p.add_argument("--log-level", default="info")
     p.add_argument(
         "--parent-pid",
@@ -57,6 +66,16 @@ def _exit_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def read_token(token_file: str | None) -> tuple[str | None, str]:
+    """The session token and where it came from; taken out of the environment so that
+    the browser and Playwright's driver, started later, do not inherit it."""
+    from_env = os.environ.pop(TOKEN_ENV_VAR, None)
+    if token_file:
+        with open(token_file) as f:
+            return f.read().strip(), token_file
+    return (from_env, f"${TOKEN_ENV_VAR}") if from_env else (None, "")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(
@@ -71,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     sock.bind((args.host, args.port))
     sock.listen(128)
     port = sock.getsockname()[1]
+    token, token_source = read_token(args.token_file)
     config = ServerConfig(
         host=args.host,
         port=port,
@@ -80,12 +100,24 @@ def main(argv: list[str] | None = None) -> int:
         headless=not args.headed,
         initial_seed=args.initial_seed,
         initial_options=json.loads(args.initial_options),
+        token=token,
+        docs=args.docs,
     )
     try:
         app = create_app(config)
     except (BrowserNotFoundError, ValueError) as exc:
-        logging.getLogger(__name__).error("%s", exc)
+        logger.error("%s", exc)
         return 2
+    if token is None:
+        # Started by hand: whoever started it reads the token from its own terminal.
+        logger.warning(
+            "no token given (%s or --token-file): /reset and /oracle need the header %s: %s",
+            TOKEN_ENV_VAR,
+            TOKEN_HEADER,
+            app.state.session.token,
+        )
+    else:
+        logger.info("session token from %s", token_source)
     if args.port_file:
         tmp = f"{args.port_file}.tmp"
         with open(tmp, "w") as f:

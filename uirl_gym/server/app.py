@@ -1,8 +1,9 @@
 """The session server: one task, one Chromium, the HTTP protocol of docs/protocol.md.
 
 Requests that touch the browser (act, reset, oracle) are serialised by one lock: a
-session serves one agent. The task app's own requests (``/task/...``) bypass the lock,
-since they arrive while an action holds it.
+session serves one agent. The task app records submissions through an in-browser
+binding (``window.uirlRecord``), never through HTTP, so nobody who can reach the server
+can fake one; ``/reset`` and ``/oracle`` need the session's token (see ``guards``).
 """
 
 from __future__ import annotations
@@ -22,18 +23,23 @@ from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from playwright.async_api import Error as PlaywrightError
 
-from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action
-from uirl_gym.runtimes.base import SESSION_HEADER
+from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from uirl_gym.runtimes.base import SESSION_HEADER, new_session_token
+from uirl_gym.server.act_params import parse_act_query
 from uirl_gym.server.browser import BrowserSession, ImageFormat, find_browser
+from uirl_gym.server.guards import (
+    MAX_BODY_BYTES,
+    BodyLimitMiddleware,
+    RequestError,
+    check_token,
+    parse_json_object,
+    presented_token,
+)
 from uirl_gym.tasks import make_task
 from uirl_gym.tasks.base import Task, TaskOptionsError
 
 logger = logging.getLogger(__name__)
 
-ACT_PARAMS = frozenset(
-    {"action_type", "x", "y", "text", "keys", "direction", "amount", "delay", "format", "quality"}
-)
-MAX_DELAY_S = 10.0
 MEDIA_TYPES = {
     ImageFormat.PNG: "image/png",
     ImageFormat.JPEG: "image/jpeg",
@@ -53,6 +59,10 @@ class ServerConfig:
         headless: False shows the browser (for debugging on a desktop).
         initial_options: reset options of the episode that is ready at start-up, so that
             ui-verifiers clients (which never reset) find a task on the screen.
+        token: what ``/reset`` and ``/oracle`` require (from the runtime); None makes a
+            random one that nobody else knows (the privileged routes are then closed).
+        docs: serve ``/docs`` and ``/openapi.json`` (off: they list every route).
+        max_body_bytes: larger request bodies get 413.
     """
 
     host: str = "127.0.0.1"
@@ -63,6 +73,9 @@ class ServerConfig:
     headless: bool = True
     initial_seed: int = 0
     initial_options: dict[str, Any] = field(default_factory=dict)
+    token: str | None = field(default=None, repr=False)
+    docs: bool = False
+    max_body_bytes: int = MAX_BODY_BYTES
 
 
 class SessionState:
@@ -72,10 +85,12 @@ class SessionState:
         self.config = config
         self.session_id = config.session_id or uuid.uuid4().hex[:12]
         self.task: Task = make_task(config.task)
+        self.token = config.token or new_session_token()
         self.browser = BrowserSession(
             app_url=f"http://{_url_host(config.host)}:{config.port}/task/app",
             executable_path=find_browser(config.browser),
             headless=config.headless,
+            record_event=self.task.handle_event,
         )
         self.lock = asyncio.Lock()
         self.started_at = datetime.now(UTC)
@@ -112,6 +127,29 @@ def _browser_down(exc: Exception) -> HTTPException:
     )
 
 
+async def _browser_error(state: SessionState, exc: PlaywrightError, what: str) -> HTTPException:
+    """503 only when Chromium is really gone (checked); otherwise the session is fine."""
+    message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if "Unknown key" in message:
+        return _bad_request(f"keys: {message}; docs/protocol.md lists the key names")
+    if not await state.browser.responsive():
+        return _browser_down(exc)
+    return HTTPException(
+        status_code=500,
+        detail=f"{what} failed ({message}); the browser is fine and the session usable",
+    )
+
+
+def require_token(request: Request, what: str) -> None:
+    """Raise 401/403 unless the request carries this session's token."""
+    state: SessionState = request.app.state.session
+    try:
+        check_token(state.token, presented_token(request.headers), what)
+    except RequestError as exc:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        raise HTTPException(exc.status, exc.detail, headers=headers) from None
+
+
 def create_app(config: ServerConfig) -> FastAPI:
     """The FastAPI app for one session (one task, one browser)."""
     state = SessionState(config)
@@ -126,9 +164,11 @@ def create_app(config: ServerConfig) -> FastAPI:
         first_episode.cancel()
         await state.browser.stop()
 
-    app = FastAPI(title="uirl session server", lifespan=lifespan)
+    docs = {} if config.docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}
+    app = FastAPI(title="uirl session server", lifespan=lifespan, **docs)
     app.state.session = state
     app.include_router(router)
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
 
     @app.middleware("http")
     async def refuse_misdirected(request: Request, call_next: Any) -> Response:
@@ -180,6 +220,7 @@ async def health(request: Request) -> JSONResponse:
 @router.post("/reset")
 async def reset(request: Request) -> JSONResponse:
     state: SessionState = request.app.state.session
+    require_token(request, "POST /reset")
     body = await _json_body(request)
     unknown = set(body) - {"seed", "options"}
     if unknown:
@@ -197,7 +238,7 @@ async def reset(request: Request) -> JSONResponse:
         except TaskOptionsError as exc:
             raise _bad_request(f"options.{exc}") from None
         except PlaywrightError as exc:
-            raise _browser_down(exc) from None
+            raise await _browser_error(state, exc, "the reset") from None
     result["reset_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return JSONResponse(result)
 
@@ -205,30 +246,22 @@ async def reset(request: Request) -> JSONResponse:
 @router.get("/act")
 async def act(request: Request) -> Response:
     state: SessionState = request.app.state.session
-    query = dict(request.query_params)
-    unknown = set(query) - ACT_PARAMS
-    if unknown:
-        raise _bad_request(f"unknown parameter(s) {sorted(unknown)}; allowed: {sorted(ACT_PARAMS)}")
     try:
-        action = Action.from_query(query)
-        delay_s = _float_param(query, "delay", 0.0, 0.0, MAX_DELAY_S)
-        fmt = ImageFormat(query.get("format", "png"))
-        quality = int(_float_param(query, "quality", 90, 1, 100))
+        parsed = parse_act_query(request.query_params)
     except ValueError as exc:
-        message = str(exc)
-        if "ImageFormat" in message:
-            message = f"format: must be one of {', '.join(f.value for f in ImageFormat)}"
-        raise _bad_request(message) from None
+        raise _bad_request(str(exc)) from None
     async with state.lock:
         t0 = time.perf_counter()
         try:
-            await state.browser.act(action)
+            await state.browser.act(parsed.action)
             t1 = time.perf_counter()
-            if delay_s:
-                await asyncio.sleep(delay_s)
-            image = await state.browser.capture(fmt, quality)
+            if parsed.delay_s:
+                await asyncio.sleep(parsed.delay_s)
+            image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
         except PlaywrightError as exc:
-            raise _browser_down(exc) from None
+            raise await _browser_error(
+                state, exc, f"the {parsed.action.type.value} action"
+            ) from None
         except RuntimeError as exc:
             raise HTTPException(status_code=409, detail=str(exc)) from None
         t2 = time.perf_counter()
@@ -242,7 +275,19 @@ async def act(request: Request) -> Response:
         # no second round trip (same JSON as GET /progress).
         "X-Progress": json.dumps(state.task.progress(), separators=(",", ":")),
     }
-    return Response(image, media_type=MEDIA_TYPES[fmt], headers=headers)
+    # What a lenient reading changed, so that a client can tell (never silently).
+    if parsed.clamped:
+        headers["X-Clamped"] = ", ".join(parsed.clamped)
+    if parsed.ignored:
+        headers["X-Ignored-Params"] = ", ".join(_header_safe(n) for n in parsed.ignored)
+    return Response(image, media_type=MEDIA_TYPES[parsed.image_format], headers=headers)
+
+
+def _header_safe(name: str) -> str:
+    # Parameter names come from the client: keep the header ASCII, printable and short.
+    safe = name.encode("ascii", "backslashreplace").decode()
+    safe = "".join(c if c.isprintable() and c != "," else "?" for c in safe)
+    return safe if len(safe) <= 40 else safe[:37] + "..."
 
 
 @router.get("/progress")
@@ -254,11 +299,12 @@ async def progress(request: Request) -> JSONResponse:
 @router.get("/oracle")
 async def oracle(request: Request) -> JSONResponse:
     state: SessionState = request.app.state.session
+    require_token(request, "GET /oracle")
     async with state.lock:
         try:
             page_state = await state.browser.inspect()
         except PlaywrightError as exc:
-            raise _browser_down(exc) from None
+            raise await _browser_error(state, exc, "reading the page") from None
         except RuntimeError as exc:
             raise HTTPException(status_code=409, detail=str(exc)) from None
     return JSONResponse(state.task.oracle(page_state))
@@ -268,15 +314,6 @@ async def oracle(request: Request) -> JSONResponse:
 async def task_app(request: Request) -> HTMLResponse:
     state: SessionState = request.app.state.session
     return HTMLResponse(state.task.page_html(), headers={"Cache-Control": "no-store"})
-
-
-@router.post("/task/event")
-async def task_event(request: Request) -> JSONResponse:
-    state: SessionState = request.app.state.session
-    try:
-        return JSONResponse(state.task.handle_event(await _json_body(request)))
-    except ValueError as exc:
-        raise _bad_request(str(exc)) from None
 
 
 async def _first_episode(state: SessionState, timeout_s: float = 30.0) -> None:
@@ -298,28 +335,7 @@ async def _first_episode(state: SessionState, timeout_s: float = 30.0) -> None:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw:
-        return {}
     try:
-        body = await request.json()
-    except ValueError:
-        raise _bad_request("the body must be JSON") from None
-    if not isinstance(body, dict):
-        raise _bad_request("the body must be a JSON object")
-    return body
-
-
-def _float_param(
-    query: Mapping[str, str], name: str, default: float, low: float, high: float
-) -> float:
-    raw = query.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{name}: must be a number, got {raw!r}") from None
-    if not low <= value <= high:
-        raise ValueError(f"{name}: must be {low:g}..{high:g}, got {value:g}")
-    return value
+        return parse_json_object(await request.body())
+    except RequestError as exc:
+        raise HTTPException(exc.status, exc.detail) from None

@@ -20,9 +20,10 @@ import enum
 import io
 import logging
 import os
+import re
 import shutil
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,13 @@ from playwright.async_api import (
 from playwright.async_api import Error as PlaywrightError
 
 from uirl_gym.actions import (
+    CDP_KEYS,
     SCREEN_HEIGHT,
     SCREEN_WIDTH,
     SCROLL_NOTCH_PX,
     Action,
     ActionType,
-    parse_keys,
+    key_sequence,
 )
 
 logger = logging.getLogger(__name__)
@@ -63,6 +65,18 @@ CHROMIUM_ARGS = (
     "--font-render-hinting=none",
     "--disable-smooth-scrolling",
 )
+
+
+# The name under which the task app records events (a submission): a Playwright binding,
+# callable only by pages of this browser, never an HTTP route that anyone could POST to.
+RECORD_BINDING = "uirlRecord"
+# pyautogui.typewrite presses Tab and Enter for these characters; so does ``type`` here.
+TYPED_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", "\r\n": "Enter"}
+_TYPED_KEYS_RE = re.compile(r"(\r\n|\r|\n|\t)")
+# CDP ``Input.dispatchKeyEvent`` modifier bits of the keys Playwright holds down.
+_MODIFIER_BITS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
+
+EventRecorder = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
 class BrowserNotFoundError(RuntimeError):
@@ -149,8 +163,15 @@ class BrowserSession:
         inspect: the task app's privileged page state (element boxes, values).
     """
 
-    def __init__(self, app_url: str, executable_path: str, headless: bool = True) -> None:
+    def __init__(
+        self,
+        app_url: str,
+        executable_path: str,
+        headless: bool = True,
+        record_event: EventRecorder | None = None,
+    ) -> None:
         self.app_url = app_url
+        self.record_event = record_event
         self.executable_path = executable_path
         self.headless = headless
         self._playwright: Playwright | None = None
@@ -218,6 +239,7 @@ class BrowserSession:
             reduced_motion="reduce",
         )
         await context.grant_permissions(["clipboard-read", "clipboard-write"])
+        await context.expose_binding(RECORD_BINDING, self._on_record)
         page = await context.new_page()
         await page.goto(self.app_url, wait_until="load")
         cdp = await context.new_cdp_session(page)
@@ -246,6 +268,32 @@ class BrowserSession:
         self._app_state = app_state
         self._spare = asyncio.create_task(self._new_tab())
 
+    def _on_record(self, source: Mapping[str, Any], event: Any) -> dict[str, Any]:
+        """The task app's ``window.uirlRecord(event)``: hand the event to the task.
+
+        Only the app's own page may record: a frame elsewhere (the agent cannot open
+        one, but a task app might link out) is refused.
+        """
+        frame_url = source["frame"].url
+        if not frame_url.startswith(self.app_url):
+            raise ValueError(f"events are recorded only from the task app, not {frame_url}")
+        if self.record_event is None:
+            return {"recorded": False, "reason": "no recorder"}
+        if not isinstance(event, Mapping):
+            raise ValueError(f"an event must be an object, got {type(event).__name__}")
+        return self.record_event(event)
+
+    async def responsive(self, timeout_s: float = 2.0) -> bool:
+        """Whether Chromium is there and the page answers (checked, not assumed)."""
+        if not self.alive or self._tab is None:
+            return self.alive
+        try:
+            await asyncio.wait_for(self._tab.page.evaluate("1"), timeout_s)
+        except (PlaywrightError, TimeoutError) as exc:
+            logger.warning("the page does not answer: %s", exc)
+            return False
+        return True
+
     def _close_in_background(self, coro: Awaitable[Any]) -> None:
         async def close() -> None:
             try:
@@ -272,7 +320,7 @@ class BrowserSession:
         ``load``. The capture that follows composites a fresh frame.
         """
         page = self.page
-        mouse, keyboard = page.mouse, page.keyboard
+        mouse = page.mouse
         t = action.type
         handlers: dict[ActionType, Callable[[], Awaitable[None]]] = {
             ActionType.SCREENSHOT: _noop,
@@ -282,13 +330,54 @@ class BrowserSession:
             ActionType.RIGHT_CLICK: lambda: mouse.click(action.x, action.y, button="right"),
             ActionType.DOUBLE_CLICK: lambda: mouse.dblclick(action.x, action.y),
             ActionType.TRIPLE_CLICK: lambda: mouse.click(action.x, action.y, click_count=3),
-            ActionType.TYPE: lambda: keyboard.type(action.text or ""),
-            ActionType.KEYS: lambda: keyboard.press(parse_keys(action.keys or "")),
+            ActionType.TYPE: lambda: self._type(action.text or ""),
+            ActionType.KEYS: lambda: self._press(key_sequence(action.keys or "")),
             ActionType.SCROLL: lambda: self._scroll(action),
         }
         await handlers[t]()
         if t not in (ActionType.SCREENSHOT, ActionType.FINISH):
             await self._settle()
+
+    async def _type(self, text: str) -> None:
+        """Type ``text``; tabs and line breaks press Tab and Enter, as pyautogui does."""
+        keyboard = self.page.keyboard
+        for chunk in _TYPED_KEYS_RE.split(text):
+            if chunk in TYPED_KEYS:
+                await keyboard.press(TYPED_KEYS[chunk])
+            elif chunk:
+                await keyboard.type(chunk)
+
+    async def _press(self, keys: list[str]) -> None:
+        """Press keys in order and release them in reverse (``pyautogui.hotkey``).
+
+        Keys Playwright's keyboard lacks (``BrowserBack``, ``F13``...) go through CDP,
+        with the modifiers held at that moment.
+        """
+        keyboard, held = self.page.keyboard, []
+        try:
+            for key in keys:
+                if key in CDP_KEYS:
+                    await self._cdp_key("rawKeyDown", key, held)
+                else:
+                    await keyboard.down(key)
+                held.append(key)
+        finally:
+            for key in reversed(held):
+                if key in CDP_KEYS:
+                    await self._cdp_key("keyUp", key, held)
+                else:
+                    await keyboard.up(key)
+
+    async def _cdp_key(self, kind: str, key: str, held: list[str]) -> None:
+        assert self._tab is not None
+        modifiers = sum(_MODIFIER_BITS.get(k.removesuffix("Left").removesuffix("Right"), 0)
+                        for k in set(held))  # fmt: skip
+        vk = CDP_KEYS[key]
+        await self._tab.cdp.send(
+            "Input.dispatchKeyEvent",
+            {"type": kind, "key": key, "code": key, "modifiers": modifiers,
+             "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk},
+        )  # fmt: skip
 
     async def _scroll(self, action: Action) -> None:
         page = self.page

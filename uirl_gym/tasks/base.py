@@ -2,9 +2,10 @@
 
 A task owns its episode state (data, targets, the record of what was done), renders
 its web app, and reports progress from its own record, never from pixels. The session
-server is task-agnostic: it serves :meth:`Task.page_html` at ``/task/app``, forwards
-the app's ``POST /task/event`` bodies to :meth:`Task.handle_event`, and answers
-``/progress`` with :meth:`Task.progress`.
+server is task-agnostic: it serves :meth:`Task.page_html` at ``/task/app``, hands the
+events the app records with ``await window.uirlRecord(event)`` (an in-browser binding,
+not an HTTP route, so no one outside the browser can fake a submission) to
+:meth:`Task.handle_event`, and answers ``/progress`` with :meth:`Task.progress`.
 """
 
 from __future__ import annotations
@@ -47,7 +48,11 @@ class Task(abc.ABC):
 
     @abc.abstractmethod
     def handle_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
-        """Record an event posted by the web app (e.g. a form submission)."""
+        """Record an event from the web app's ``window.uirlRecord`` (e.g. a submission).
+
+        Raises:
+            ValueError: a malformed event (the app's call rejects with the message).
+        """
 
     @abc.abstractmethod
     def progress(self) -> dict[str, Any]:

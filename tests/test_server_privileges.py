@@ -1,0 +1,126 @@
+"""Who may do what to a session: the token, the submission binding, body limits."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import gymnasium as gym
+import pytest
+import requests
+
+from uirl_gym.runtimes.base import TOKEN_HEADER, SessionInfo, session_headers
+from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.server.guards import MAX_BODY_BYTES
+from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
+
+TIMEOUT_S = 30
+
+
+def test_privileged_routes_need_the_token(session: SessionInfo) -> None:
+    base = session.base_url
+    token = session.headers[TOKEN_HEADER]
+    # What an agent (or an unmodified ui-verifiers client) uses needs no token.
+    assert requests.get(f"{base}/", timeout=TIMEOUT_S).status_code == 200
+    assert requests.get(f"{base}/progress", timeout=TIMEOUT_S).status_code == 200
+    shot = requests.get(f"{base}/act?action_type=screenshot", timeout=TIMEOUT_S)
+    assert shot.status_code == 200 and shot.content[:4] == b"\x89PNG"
+    # The answers and the reset do.
+    for method, path in (("GET", "/oracle"), ("POST", "/reset")):
+        bare = requests.request(method, base + path, json={}, timeout=TIMEOUT_S)
+        assert bare.status_code == 401, bare.text
+        assert TOKEN_HEADER in bare.json()["detail"]
+        assert bare.headers["WWW-Authenticate"] == "Bearer"
+        wrong = requests.request(
+            method, base + path, json={}, headers={TOKEN_HEADER: "guess"}, timeout=TIMEOUT_S
+        )
+        assert wrong.status_code == 403, wrong.text
+        for headers in ({TOKEN_HEADER: token}, {"Authorization": f"Bearer {token}"}):
+            ok = requests.request(method, base + path, json={}, headers=headers, timeout=TIMEOUT_S)
+            assert ok.status_code == 200, ok.text
+    # The route list is not published.
+    for path in ("/docs", "/redoc", "/openapi.json"):
+        assert requests.get(base + path, timeout=TIMEOUT_S).status_code == 404
+
+
+def test_a_submission_cannot_be_faked_over_http(session: SessionInfo) -> None:
+    """One POST used to record a correct submission; now only the page can record."""
+    base = session.base_url
+    started = requests.post(
+        f"{base}/reset",
+        json={"seed": 0, "options": {"rows": [3]}},
+        headers=session_headers(base),
+        timeout=TIMEOUT_S,
+    ).json()
+    oracle = requests.get(f"{base}/oracle", headers=session_headers(base), timeout=TIMEOUT_S)
+    fake = {
+        "type": "submit",
+        "episode": started["episode"],
+        "fields": oracle.json()["target_values"][0],
+    }
+    for headers in ({}, session_headers(base)):
+        forged = requests.post(f"{base}/task/event", json=fake, headers=headers, timeout=TIMEOUT_S)
+        assert forged.status_code in (404, 405), forged.text
+    progress = requests.get(f"{base}/progress", timeout=TIMEOUT_S).json()
+    assert progress["num_submissions"] == 0 and progress["submitted_row_indices"] == []
+
+
+def test_the_expert_runs_end_to_end_through_gym_make() -> None:
+    """The env holds the token (from its runtime): reset, oracle and expert still work."""
+    env = gym.make("uirl_gym:uirl/SimpleDataEntry-v0")
+    try:
+        env.reset(seed=1, options={"rows": [2]})
+        expert = SimpleDataEntryExpert()
+        for _ in range(40):
+            action = expert.next_action(env.unwrapped.oracle())
+            _, reward, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        assert terminated and reward > 0, info
+        # The agent's view of the same session: no token, no answers.
+        base = env.unwrapped.session.base_url
+        assert requests.get(f"{base}/oracle", timeout=TIMEOUT_S).status_code == 401
+    finally:
+        env.close()
+
+
+@pytest.fixture
+def base(session: SessionInfo) -> Iterator[str]:
+    yield session.base_url
+    # Whatever was sent, the session still answers.
+    assert requests.get(f"{session.base_url}/health", timeout=TIMEOUT_S).status_code == 200
+
+
+def test_a_deeply_nested_body_is_a_400(base: str) -> None:
+    for body in ("[" * 100_000, '{"seed":' * 100_000):
+        response = requests.post(
+            f"{base}/reset", data=body, headers=session_headers(base), timeout=TIMEOUT_S
+        )
+        assert response.status_code == 400, response.text
+        assert "nested too deeply" in response.json()["detail"] or "JSON" in response.text
+
+
+def test_bodies_over_the_limit_are_a_413(base: str) -> None:
+    headers = session_headers(base)
+    too_big = b"x" * (MAX_BODY_BYTES + 1)
+    declared = requests.post(f"{base}/reset", data=too_big, headers=headers, timeout=TIMEOUT_S)
+    assert declared.status_code == 413 and "at most 1048576 bytes" in declared.json()["detail"]
+    # Without a Content-Length (chunked), the body is counted as it arrives.
+    chunks = (b"x" * 65536 for _ in range(40))
+    streamed = requests.post(f"{base}/reset", data=chunks, headers=headers, timeout=TIMEOUT_S)
+    assert streamed.status_code == 413, streamed.text
+    # Without the token, a big body is refused by size before anything else reads it.
+    bare = requests.post(f"{base}/reset", data=too_big, timeout=TIMEOUT_S)
+    assert bare.status_code == 413
+
+
+def test_server_started_by_hand_takes_its_token_from_the_environment(
+    runtime: LocalRuntime,
+) -> None:
+    """The local runtime's token reaches the server through its environment, not argv."""
+    info = runtime.acquire()
+    try:
+        cmdline = open(f"/proc/{runtime.pid(info)}/cmdline", "rb").read()
+        assert info.headers[TOKEN_HEADER].encode() not in cmdline
+        assert "token" not in repr(info).lower()
+    finally:
+        runtime.release(info)

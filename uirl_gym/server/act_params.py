@@ -1,0 +1,169 @@
+"""``GET /act`` query parameters -> an action, the ui-verifiers way.
+
+The session server is a superset of the ui-verifiers server, whose ``/act`` passes its
+parameters to pyautogui. So a request that server accepts is accepted here too, with
+the same effect:
+
+- coordinates off the screen are clamped to its edge (as X clamps the pointer), and so
+  are ``delay``, ``amount`` and ``quality`` out of range; the answer's ``X-Clamped``
+  header says what was changed (``x=1500->1279``);
+- parameters the server does not know, or that the action does not use (``x`` on a
+  ``type``), are ignored and named in the ``X-Ignored-Params`` header;
+- ``direction`` is case-insensitive, ``type`` with empty text types nothing.
+
+What neither server could do stays a 400: non-numeric numbers, unknown action types,
+keys that are no key name. ``finish`` is refused: it ends an episode in the env
+(``UIEnv.step``) and means nothing to a session.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from uirl_gym.actions import (
+    MAX_SCROLL_AMOUNT,
+    POINTER_ACTIONS,
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    Action,
+    ActionType,
+)
+from uirl_gym.server.browser import ImageFormat
+
+ACT_PARAMS = ("action_type", "x", "y", "text", "keys", "direction", "amount", "delay")
+ACT_PARAMS += ("format", "quality")
+MAX_DELAY_S = 10.0
+# Actions a session performs (``finish`` is the env's, see the module docstring).
+SESSION_ACTIONS = tuple(t for t in ActionType if t is not ActionType.FINISH)
+# The fields each action type reads; anything else it is given is ignored.
+FIELDS_USED = {
+    ActionType.TYPE: {"text"},
+    ActionType.KEYS: {"keys"},
+    ActionType.SCROLL: {"x", "y", "direction", "amount"},
+    **{t: {"x", "y"} for t in POINTER_ACTIONS if t is not ActionType.SCROLL},
+}
+
+
+@dataclass
+class ActRequest:
+    """One parsed ``GET /act``.
+
+    Attributes:
+        action: the validated action (coordinates on the screen).
+        delay_s, image_format, jpeg_quality: how to take the screenshot.
+        clamped: ``name=given->used`` for each value moved into range.
+        ignored: parameters that had no effect.
+    """
+
+    action: Action
+    delay_s: float = 0.0
+    image_format: ImageFormat = ImageFormat.PNG
+    jpeg_quality: int = 90
+    clamped: list[str] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)
+
+
+def parse_act_query(query: Mapping[str, str]) -> ActRequest:
+    """Parse and validate ``GET /act`` parameters (see the module docstring).
+
+    Raises:
+        ValueError: naming the parameter and what is allowed.
+    """
+    clamped: list[str] = []
+    ignored = sorted(set(query) - set(ACT_PARAMS))
+    action_type = _action_type(query.get("action_type"))
+    used = FIELDS_USED.get(action_type, set())
+    ignored += [name for name in ("x", "y", "text", "keys", "direction", "amount")
+                if name in query and name not in used]  # fmt: skip
+    fields: dict[str, Any] = {"type": action_type}
+    has_x, has_y = _given(query, "x"), _given(query, "y")
+    if action_type is ActionType.SCROLL and has_x != has_y:
+        # Upstream moves the pointer only when both are given.
+        ignored.append("x" if has_x else "y")
+    elif "x" in used and (has_x or has_y):
+        for name, size in (("x", SCREEN_WIDTH), ("y", SCREEN_HEIGHT)):
+            if not _given(query, name):
+                continue  # Action.validate names the missing one
+            fields[name] = _clamp(name, _int(query, name), 0, size - 1, clamped)
+    if "text" in used and query.get("text") is not None:
+        fields["text"] = query["text"]
+    if "keys" in used and query.get("keys") is not None:
+        fields["keys"] = query["keys"]
+    if "direction" in used and query.get("direction") is not None:
+        fields["direction"] = query["direction"]
+    if "amount" in used and _given(query, "amount"):
+        fields["amount"] = _clamp("amount", _int(query, "amount"), 1, MAX_SCROLL_AMOUNT, clamped)
+    action = Action(**fields).validate()
+    delay = _float(query, "delay", 0.0)
+    quality = _int(query, "quality") if _given(query, "quality") else 90
+    try:
+        image_format = ImageFormat(query.get("format") or "png")
+    except ValueError:
+        allowed = ", ".join(f.value for f in ImageFormat)
+        raise ValueError(f"format: must be one of {allowed}, got {query['format']!r}") from None
+    return ActRequest(
+        action=action,
+        delay_s=_clamp("delay", delay, 0.0, MAX_DELAY_S, clamped),
+        image_format=image_format,
+        jpeg_quality=_clamp("quality", quality, 1, 100, clamped),
+        clamped=clamped,
+        ignored=sorted(set(ignored)),
+    )
+
+
+def _action_type(raw: str | None) -> ActionType:
+    allowed = ", ".join(t.value for t in SESSION_ACTIONS)
+    if raw is None or raw == "":
+        raise ValueError(f"action_type: missing; allowed: {allowed}")
+    if raw == ActionType.FINISH.value:
+        raise ValueError(
+            "action_type: 'finish' is not a session action: it ends an episode in the env "
+            f"(UIEnv.step) and is never sent to a session; allowed here: {allowed}"
+        )
+    try:
+        return ActionType(raw)
+    except ValueError:
+        raise ValueError(f"action_type: unknown {raw!r}; allowed: {allowed}") from None
+
+
+def _given(query: Mapping[str, str], name: str) -> bool:
+    return query.get(name) not in (None, "")
+
+
+def _int(query: Mapping[str, str], name: str) -> int:
+    raw = query[name]
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}: must be an integer, got {raw[:40]!r}") from None
+
+
+def _float(query: Mapping[str, str], name: str, default: float) -> float:
+    raw = query.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"{name}: must be a number, got {raw[:40]!r}") from None
+    if math.isnan(value):
+        raise ValueError(f"{name}: must be a number, got {raw[:40]!r}")
+    return value
+
+
+N = TypeVar("N", int, float)
+
+
+def _clamp(name: str, value: N, low: N, high: N, notes: list[str]) -> N:
+    used = min(max(value, low), high)
+    if used != value:
+        notes.append(f"{name}={_short(value)}->{_short(used)}")
+    return used
+
+
+def _short(value: float) -> str:
+    text = f"{value:g}" if isinstance(value, float) else str(value)
+    return text if len(text) <= 24 else text[:12] + "..." + text[-8:]
