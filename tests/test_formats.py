@@ -8,6 +8,7 @@ import random
 import re
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from uirl_agents.formats import (
     get_format,
     smart_resize,
 )
+from uirl_agents.policies.context import EpisodeContexts
 from uirl_gym.actions import Action, ActionType
 
 UI_TARS = get_format("ui-tars")
@@ -106,6 +108,8 @@ UI_TARS_CASES = [
         {"type": "finish", "text": "All rows submitted."},
     ),
     ("Action: finished()", {"type": "finish"}),
+    ("Action: call_user()", {"type": "finish"}),  # the model gives up and asks for help
+    ("Action: type(content='')", {"type": "screenshot"}),  # a no-op, as upstream
     (
         "  Thought: a\n  Action:   click(start_box='(1,2)')  \n",
         {"type": "left_click", "x": 1, "y": 2},
@@ -116,7 +120,7 @@ UI_TARS_CASES = [
 
 @pytest.mark.parametrize(("text", "expected"), UI_TARS_CASES, ids=lambda v: str(v)[:40])
 def test_ui_tars_parses(text: str, expected: dict) -> None:
-    action, error, _ = UI_TARS.parse(text, SAME)
+    action, error, *_ = UI_TARS.parse(text, SAME)
     assert error is None
     assert action.to_dict() == expected
 
@@ -139,10 +143,6 @@ UI_TARS_MALFORMED = [
     ("I will click the button.", "no action"),
     ("Thought: hmm\nAction:", "no action"),
     ("Action: drag(start_box='(1,1)', end_box='(5,5)')", "drag: not supported"),
-    (
-        "Action: click(start_box='(1,2)')\nclick(start_box='(3,4)')",
-        "expected one action per reply, got 2",
-    ),
     ("Action: click(1, 2)", "expected keyword arguments"),
     ("Action: click(start_box=(1,2))", "expected a quoted string"),
     ("Action: click(start_box='(1,2)", "unterminated string"),  # cut off mid-call
@@ -150,7 +150,6 @@ UI_TARS_MALFORMED = [
     ("Action: click(start_box='(1)')", "expected a point"),
     ("Action: click()", "missing start_box"),
     ("Action: open_app(app_name='x')", "unknown action 'open_app'"),
-    ("Action: type(content='')", "type needs a non-empty text"),
     ("Action: hotkey(key='ctrl banana')", "unknown key 'banana'"),
     ("Action: scroll(start_box='(1,2)', direction='sideways')", "direction must be up, down"),
     ("Action: hotkey()", "missing key"),
@@ -159,10 +158,48 @@ UI_TARS_MALFORMED = [
 
 @pytest.mark.parametrize(("text", "message"), UI_TARS_MALFORMED, ids=lambda v: str(v)[:40])
 def test_ui_tars_malformed(text: str, message: str) -> None:
-    action, error, _ = UI_TARS.parse(text, SAME)
+    action, error, *_ = UI_TARS.parse(text, SAME)
     assert action is None
     assert error.startswith("ParseError: ")
     assert message in error
+
+
+def test_ui_tars_notes_what_the_text_does_not_show() -> None:
+    parsed = UI_TARS.parse("Thought: I am stuck.\nAction: call_user()", SAME)
+    assert parsed.action.type is ActionType.FINISH and parsed.thought == "I am stuck."
+    assert parsed.notes == ("call_user: the model asked for the user's help; the episode ends",)
+    assert UI_TARS.parse("Action: type(content='')", SAME).notes == (
+        "type with empty content: a no-op, nothing is typed",
+    )
+    assert UI_TARS.parse("Action: finished(content='done')", SAME).notes == ()
+
+
+@pytest.mark.parametrize(
+    "separator", ["\n\n", "\n", "  \n \n  "], ids=["blank", "newline", "spaces"]
+)
+def test_ui_tars_several_actions_execute_the_first(separator: str) -> None:
+    """The official parser splits on ')' + blank line and runs every call; one step, one action."""
+    text = (
+        "Thought: select all, then type.\nAction: hotkey(key='ctrl a')"
+        + separator
+        + r"type(content='Ada\n')"
+        + separator
+        + "click(start_box='(3,4)')"
+    )
+    parsed = UI_TARS.parse(text, SAME)
+    assert parsed.error is None
+    assert parsed.action.to_dict() == {"type": "keys", "keys": "ctrl+a"}
+    assert parsed.notes == (
+        r"3 actions in one reply: executed the first, dropped type(content='Ada\n'), "
+        "click(start_box='(3,4)') (the env takes one action per step)",
+    )
+    # A blank line inside typed content is text, not a separator.
+    parsed = UI_TARS.parse("Action: type(content='a\n\nb')", SAME)
+    assert parsed.action.text == "a\n\nb" and parsed.notes == ()
+    # The first call decides: a malformed first call is an error, as upstream.
+    assert (
+        "expected a point" in UI_TARS.parse("Action: click(start_box='(1)')\n\nwait()", SAME).error
+    )
 
 
 # ---- Qwen2.5-VL ------------------------------------------------------------------------
@@ -236,7 +273,7 @@ QWEN_CASES = [
 
 @pytest.mark.parametrize(("text", "expected"), QWEN_CASES, ids=lambda v: str(v)[:40])
 def test_qwen_parses(text: str, expected: dict) -> None:
-    action, error, _ = QWEN.parse(text, SAME)
+    action, error, *_ = QWEN.parse(text, SAME)
     assert error is None
     assert action.to_dict() == expected
 
@@ -261,7 +298,8 @@ QWEN_MALFORMED = [
         _call({"action": "wait"}) + _call({"action": "wait"}),
         "expected one tool call per reply, got 2",
     ),
-    (_call({"action": "left_click"}), "coordinate must be [x, y]"),
+    (_call({"action": "left_click"}), "the pointer's position is not known"),
+    (_call({"action": "mouse_move"}), "coordinate must be [x, y]"),
     (_call({"action": "left_click", "coordinate": ["a", "b"]}), "coordinate must be [x, y]"),
     (_call({"action": "left_click_drag", "coordinate": [1, 2]}), "not supported"),
     (_call({"action": "fly"}), "unknown action 'fly'"),
@@ -274,9 +312,56 @@ QWEN_MALFORMED = [
 ]
 
 
+def test_qwen_click_without_coordinate_clicks_at_the_pointer() -> None:
+    """The cookbook schema makes coordinate optional for clicks: they click where the pointer is."""
+    geometry = replace(QWEN.geometry(), pointer=(640, 400))  # 1288x812 image, screen pointer
+    for name, action_type in [
+        ("left_click", ActionType.LEFT_CLICK),
+        ("right_click", ActionType.RIGHT_CLICK),
+        ("double_click", ActionType.DOUBLE_CLICK),
+        ("triple_click", ActionType.TRIPLE_CLICK),
+    ]:
+        parsed = QWEN.parse(_call({"action": name}), geometry)
+        # Screen pixels as they are: the pointer is not mapped through the image again.
+        assert parsed.action == Action(action_type, x=640, y=400), parsed
+        assert parsed.notes == (
+            f"{name} without coordinate: clicked at the pointer, screen (640, 400)",
+        )
+    # An explicit coordinate still wins.
+    parsed = QWEN.parse(_call({"action": "left_click", "coordinate": [644, 406]}), geometry)
+    assert (parsed.action.x, parsed.action.y) == (640, 400) and parsed.notes == ()
+    assert "give coordinate" in QWEN.parse(_call({"action": "left_click"}), QWEN.geometry()).error
+
+
+def test_episode_context_tracks_the_pointer() -> None:
+    contexts = EpisodeContexts(QWEN, max_images=2)
+    screen = np.zeros((800, 1280, 3), dtype=np.uint8)
+    obs = {"screenshot": screen, "instruction": "Copy row 3."}
+    prompt = contexts.observe(0, obs)
+    assert prompt.geometry.pointer is None and contexts.pointer(0) is None
+    move = _call({"action": "mouse_move", "coordinate": [644, 406]})  # image pixels
+    assert QWEN.parse(move, prompt.geometry).action == Action(ActionType.MOUSE_MOVE, 640, 400)
+    contexts.record(0, move)
+    assert contexts.pointer(0) == (640, 400)  # screen pixels
+    prompt = contexts.observe(0, obs)
+    click = _call({"action": "left_click"})
+    assert QWEN.parse(click, prompt.geometry).action == Action(ActionType.LEFT_CLICK, 640, 400)
+    contexts.record(0, click)
+    for text in ["no tool call", _call({"action": "type", "text": "Ada"})]:  # no point: stays
+        contexts.observe(0, obs)
+        contexts.record(0, text)
+        assert contexts.pointer(0) == (640, 400)
+    contexts.observe(0, obs)
+    contexts.record(0, _call({"action": "scroll", "pixels": -300, "coordinate": [14, 28]}))
+    assert contexts.pointer(0) == (14, 28)
+    assert contexts.pointer(1) is None  # per sub-env
+    contexts.begin_episode(0)  # a new episode: a fresh page, position unknown
+    assert contexts.observe(0, obs).geometry.pointer is None
+
+
 @pytest.mark.parametrize(("text", "message"), QWEN_MALFORMED, ids=lambda v: str(v)[:40])
 def test_qwen_malformed(text: str, message: str) -> None:
-    action, error, _ = QWEN.parse(text, SAME)
+    action, error, *_ = QWEN.parse(text, SAME)
     assert action is None
     assert error.startswith("ParseError: ")
     assert message in error
@@ -291,7 +376,7 @@ def test_parse_never_raises(fmt) -> None:
     texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80))) for _ in range(500)]
     texts += ["Action: " + t for t in texts[-100:]] + ["<tool_call>" + t for t in texts[-100:]]
     for text in texts:
-        action, error, thought = fmt.parse(text, SAME)
+        action, error, thought, _ = fmt.parse(text, SAME)
         assert (action is None) != (error is None)
         assert isinstance(thought, str)
 
@@ -352,7 +437,9 @@ def test_render_parse_round_trip(name: str, config: FormatConfig) -> None:
         )
     )
     for action in ROUND_TRIP_ACTIONS:
-        parsed, error, thought = fmt.parse(fmt.render(action, geometry, thought="next"), geometry)
+        parsed, error, thought, _ = fmt.parse(
+            fmt.render(action, geometry, thought="next"), geometry
+        )
         assert error is None, (action, error)
         assert thought == "next"
         want, got = action.to_dict(), parsed.to_dict()

@@ -46,11 +46,21 @@ class FormatParseError(ValueError):
 
 
 class ParsedOutput(NamedTuple):
-    """A parsed completion: ``(action, error, thought)``; exactly one of action/error is None."""
+    """A parsed completion; exactly one of ``action`` / ``error`` is None.
+
+    Attributes:
+        action: the env action in screen pixels, validated.
+        error: ``"ParseError: <what was wrong>"`` when there is no action.
+        thought: the model's reasoning text.
+        notes: what the parse decided that the text alone does not show, one line
+            each, e.g. that actions after the first were dropped, that the model
+            called the user, or where a click without coordinates landed.
+    """
 
     action: Action | None
     error: str | None
     thought: str
+    notes: tuple[str, ...] = ()
 
 
 def smart_resize(
@@ -142,12 +152,18 @@ class ScreenGeometry:
     Attributes:
         screen_width, screen_height: the screenshot (= screen) size in pixels.
         image_width, image_height: the size of the image the model sees.
+        pointer: where the mouse pointer is, in screen pixels, or None when unknown.
+            Set per step by the policy's episode context (the last point a parsed
+            action of this episode went to), so that a format whose syntax allows a
+            click without coordinates ("click here") can resolve it to a point: the
+            env only ever receives screen pixels.
     """
 
     screen_width: int
     screen_height: int
     image_width: int
     image_height: int
+    pointer: tuple[int, int] | None = None
 
     def to_screen(self, x: float, y: float) -> tuple[int, int]:
         """A point in model-image pixels -> screen pixels, rounded and clamped to the screen."""
@@ -298,8 +314,14 @@ class ModelFormat(abc.ABC):
         """Split a completion into ``(thought, action_text)``; no validation."""
 
     @abc.abstractmethod
-    def parse_action(self, action_text: str, geometry: ScreenGeometry) -> Action:
+    def parse_action(
+        self, action_text: str, geometry: ScreenGeometry
+    ) -> tuple[Action, tuple[str, ...]]:
         """Parse the action part into an env action in screen pixels.
+
+        Returns:
+            ``(action, notes)``: the action (not yet validated) and the notes for
+            :attr:`ParsedOutput.notes`.
 
         Raises:
             FormatParseError: the action text does not follow the format.
@@ -321,14 +343,16 @@ class ModelFormat(abc.ABC):
             geometry: the screen the action is for (default: the 1280x800 env screen).
 
         Returns:
-            ``ParsedOutput(action, None, thought)`` with a validated action in screen
-            pixels, or ``ParsedOutput(None, "ParseError: <what was wrong>", thought)``.
+            ``ParsedOutput(action, None, thought, notes)`` with a validated action in
+            screen pixels, or ``ParsedOutput(None, "ParseError: <what was wrong>",
+            thought)``.
         """
         geometry = geometry or self.geometry()
         thought = ""
         try:
             thought, action_text = self.split_thought(text)
-            action = self.parse_action(action_text, geometry).validate()
+            action, notes = self.parse_action(action_text, geometry)
+            action.validate()
         except ValueError as exc:  # FormatParseError, and Action.validate()'s errors
             return ParsedOutput(None, f"ParseError: {exc}", thought)
-        return ParsedOutput(action, None, thought)
+        return ParsedOutput(action, None, thought, notes)

@@ -12,8 +12,9 @@ Text before ``<tool_call>`` is the thought. ``arguments.action`` and the env act
 =================================================  ==============================================
 ``key`` + ``keys: ["ctrl", "c"]``                    keys ``ctrl+c`` (a string is taken as is)
 ``type`` + ``text``                                  type
-``mouse_move`` / ``left_click`` / ``right_click`` /  the same action at ``coordinate: [x, y]``
-``double_click`` / ``triple_click``
+``mouse_move`` / ``left_click`` / ``right_click`` /  the same action at ``coordinate: [x, y]``;
+``double_click`` / ``triple_click``                   a click without ``coordinate`` clicks where
+                                                     the pointer is (see below)
 ``scroll`` + ``pixels`` and/or ``direction``         scroll; ``pixels > 0`` up, ``< 0`` down;
                                                      ``direction`` wins when given; amount =
                                                      ``round(|pixels| / 100)`` notches (1..50),
@@ -26,6 +27,14 @@ Coordinates are absolute pixels of the image the model saw (the smart-resized
 screenshot; the tool description states its size, as Qwen's computer-use cookbook
 does), mapped to screen pixels and clamped to the screen. ``left_click_drag`` and
 ``middle_click`` are invalid: the env has neither.
+
+Clicks without ``coordinate``: the schema of Qwen's computer-use cookbook requires
+``coordinate`` only for ``mouse_move`` (and drags), so ``mouse_move`` then a bare
+``left_click`` is a valid way to click. The env speaks screen pixels only, so the
+format resolves such a click to :attr:`ScreenGeometry.pointer` (the last point a parsed
+action of this episode went to, kept by the policy's episode context) and the env gets
+an ordinary click there. With no pointer known yet (no mouse action this episode; the
+screenshots show no cursor) it is a parse error.
 """
 
 from __future__ import annotations
@@ -84,7 +93,8 @@ def tool_schema(geometry: ScreenGeometry) -> dict[str, Any]:
         '* `key`: press the keys in `keys` together, e.g. ["ctrl", "c"] or ["enter"].\n'
         "* `type`: type the string `text` at the keyboard focus.\n"
         "* `mouse_move`: move the pointer to `coordinate`.\n"
-        "* `left_click`, `right_click`, `double_click`, `triple_click`: click at `coordinate`.\n"
+        "* `left_click`, `right_click`, `double_click`, `triple_click`: click at `coordinate`, "
+        "or where the pointer is when `coordinate` is left out.\n"
         "* `scroll`: turn the mouse wheel at `coordinate` (or where the pointer is) by `pixels`.\n"
         "* `wait`: pause, then look at a new screenshot.\n"
         "* `terminate`: end the task and report `status`."
@@ -108,7 +118,7 @@ def tool_schema(geometry: ScreenGeometry) -> dict[str, Any]:
                     "coordinate": {
                         "type": "array",
                         "description": "(x, y): pixels from the left and top edges. "
-                        "Required by the mouse actions.",
+                        "Required by `mouse_move`; optional for clicks and `scroll`.",
                     },
                     "pixels": {
                         "type": "number",
@@ -147,7 +157,9 @@ class Qwen25VLFormat(ModelFormat):
             return text.strip(), ""
         return text[:start].strip(), text[start:].strip()
 
-    def parse_action(self, action_text: str, geometry: ScreenGeometry) -> Action:
+    def parse_action(
+        self, action_text: str, geometry: ScreenGeometry
+    ) -> tuple[Action, tuple[str, ...]]:
         calls = _TOOL_CALL.findall(action_text)
         if not calls:
             raise FormatParseError(
@@ -171,7 +183,23 @@ class Qwen25VLFormat(ModelFormat):
                 raise FormatParseError(f"arguments are not a JSON object: {args!r}") from None
         if not isinstance(args, dict):
             raise FormatParseError(f"arguments: expected a JSON object, got {args!r}")
-        return self._to_action(args, geometry)
+        action = args.get("action")
+        if action in _POINT_ACTIONS and action != "mouse_move" and "coordinate" not in args:
+            return self._click_at_pointer(action, geometry)
+        return self._to_action(args, geometry), ()
+
+    def _click_at_pointer(
+        self, action: str, geometry: ScreenGeometry
+    ) -> tuple[Action, tuple[str, ...]]:
+        """A click without ``coordinate``: at the pointer, already in screen pixels."""
+        if geometry.pointer is None:
+            raise FormatParseError(
+                f"{action}: no coordinate, and the pointer's position is not known (no mouse "
+                "action yet this episode); give coordinate: [x, y]"
+            )
+        x, y = geometry.pointer
+        note = f"{action} without coordinate: clicked at the pointer, screen ({x}, {y})"
+        return Action(_POINT_ACTIONS[action], x=x, y=y), (note,)
 
     def _point(self, args: dict[str, Any], geometry: ScreenGeometry) -> tuple[int, int]:
         coordinate = args.get("coordinate")

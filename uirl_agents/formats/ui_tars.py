@@ -13,11 +13,23 @@ Calls and the env actions they become:
 ``right_single(start_box='(x,y)')``                    right_click
 ``hotkey(key='ctrl c')``                               keys ``ctrl+c`` (space-separated -> ``+``)
 ``type(content='text')``                               type; a trailing ``\\n`` stays in the text
+``type(content='')``                                   screenshot: a no-op, as in the official
+                                                       parser (it types nothing)
 ``scroll(start_box='(x,y)', direction='down')``        scroll, default amount (3 notches)
 ``wait()``                                             screenshot (look again)
 ``finished(content='...')``                            finish (``text`` = the content)
+``call_user()``                                        finish, noted: the model asks for the
+                                                       user; the official agents end the run
 ``drag(...)``                                          invalid: the env has no drag action
 ====================================================  ==========================================
+
+Several calls in one reply: the official parser
+(``ui_tars.action_parser.parse_action_to_structure_output``) splits the Action part
+on ``)`` followed by a blank line and returns every call, and its executor runs them
+in turn. The env takes one action per step, so the first call is executed and the
+others are dropped, each named in ``ParsedOutput.notes``; the next screenshot lets the
+model decide again. Calls on consecutive lines (one newline, where the official parser
+fails) are split the same way.
 
 Extensions, accepted but not advertised in the prompt: ``left_single`` (= click),
 ``hover`` (mouse_move), ``left_triple`` (triple_click), ``press`` (= hotkey).
@@ -58,7 +70,7 @@ _RENDER_POINT_CALLS = {
     ActionType.MOUSE_MOVE: "hover",
 }
 _KNOWN_CALLS = (
-    "click, left_double, right_single, hotkey, type, scroll, wait, finished "
+    "click, left_double, right_single, hotkey, type, scroll, wait, finished, call_user "
     "(also left_single, left_triple, hover, press)"
 )
 _POINT_ARGS = ("start_box", "point", "start_point")
@@ -66,7 +78,9 @@ _POINT_ARGS = ("start_box", "point", "start_point")
 _ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:", re.MULTILINE)
 _THOUGHT_PREFIX = re.compile(r"^\s*Thought\s*:\s*")
 _CALL = re.compile(r"([A-Za-z_]\w*)\s*\((.*)\)", re.DOTALL)
-_CALL_START = re.compile(r"^[ \t]*[A-Za-z_]\w*\s*\(", re.MULTILINE)
+# Where one call ends and the next begins: a ")" closing a line, then the next call's
+# name on a later line (the official separator is ")\n\n"; one newline is accepted too).
+_CALL_SPLIT = re.compile(r"(?<=\))[ \t]*\n\s*(?=[A-Za-z_]\w*\s*\()")
 _KWARG_NAME = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*")
 # A closing quote is one followed by the end of the arguments or by ", name=", so that
 # an unescaped quote inside content (type(content='it's')) is read as text.
@@ -178,23 +192,29 @@ class UITarsFormat(ModelFormat):
         thought = _THOUGHT_PREFIX.sub("", text[: last.start()]).strip()
         return thought, text[last.end() :].strip()
 
-    def parse_action(self, action_text: str, geometry: ScreenGeometry) -> Action:
+    def parse_action(
+        self, action_text: str, geometry: ScreenGeometry
+    ) -> tuple[Action, tuple[str, ...]]:
         if not action_text:
             raise FormatParseError(
                 "no action: expected a line 'Action: <call>', e.g. \"Action: click(start_box='(100,200)')\""
             )
-        if len(_CALL_START.findall(action_text)) > 1:
-            raise FormatParseError(
-                f"expected one action per reply, got {len(_CALL_START.findall(action_text))}: "
-                f"{action_text!r}"
+        first, *rest = _CALL_SPLIT.split(action_text.strip())
+        notes: list[str] = []
+        if rest:
+            notes.append(
+                f"{len(rest) + 1} actions in one reply: executed the first, dropped "
+                f"{', '.join(call.strip() for call in rest)} (the env takes one action per step)"
             )
-        match = _CALL.fullmatch(action_text.strip())
+        match = _CALL.fullmatch(first.strip())
         if match is None:
-            raise FormatParseError(
-                f"expected a call like click(start_box='(x,y)'), got {action_text!r}"
-            )
+            raise FormatParseError(f"expected a call like click(start_box='(x,y)'), got {first!r}")
         name, kwargs = match.group(1), parse_kwargs(match.group(2))
-        return self._to_action(name, kwargs, geometry)
+        if name == "call_user":
+            notes.append("call_user: the model asked for the user's help; the episode ends")
+        elif name == "type" and kwargs.get("content") == "":
+            notes.append("type with empty content: a no-op, nothing is typed")
+        return self._to_action(name, kwargs, geometry), tuple(notes)
 
     def _point(
         self, kwargs: dict[str, str], geometry: ScreenGeometry, call: str
@@ -216,6 +236,9 @@ class UITarsFormat(ModelFormat):
         if name == "type":
             if "content" not in kwargs:
                 raise FormatParseError("type: missing content='...'")
+            if not kwargs["content"]:
+                # The official executor types nothing for empty content: look again.
+                return Action(ActionType.SCREENSHOT)
             return Action(ActionType.TYPE, text=kwargs["content"])
         if name == "scroll":
             direction = kwargs.get("direction", "").strip().lower()
@@ -230,6 +253,10 @@ class UITarsFormat(ModelFormat):
         if name == "wait":
             return Action(ActionType.SCREENSHOT)
         if name == "finished":
+            return Action(ActionType.FINISH, text=kwargs.get("content") or None)
+        if name == "call_user":
+            # The official agents stop when the model calls the user (the task is
+            # unsolvable or needs help); no user answers here, so the episode ends.
             return Action(ActionType.FINISH, text=kwargs.get("content") or None)
         if name == "drag":
             raise FormatParseError(

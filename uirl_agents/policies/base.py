@@ -32,7 +32,8 @@ class PolicyStep:
         prompt_ids, completion_ids: token ids of the prompt and the generated completion.
         logprobs: per completion token, under the sampling policy.
         policy_time_s: this step's share of the batch's policy wall time.
-        extra: anything else a policy wants recorded (e.g. the thought).
+        extra: anything else a policy wants recorded (e.g. the thought, and the parse's
+            ``notes``: dropped extra actions, a call for the user).
     """
 
     action: Action | None

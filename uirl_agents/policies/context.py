@@ -4,11 +4,17 @@ Both model policies (:mod:`.hf`, :mod:`.openai_compat`) keep, per sub-env, the
 instruction, the latest ``max_images`` screenshots (resized by the format) and the
 model's earlier outputs, and build the prompt from them with the format. This module
 is that bookkeeping, once. It does not import torch.
+
+It also tracks where the mouse pointer is (screen pixels): the point of the last parsed
+action of the episode that had one. :meth:`EpisodeContexts.observe` hands it to the
+format in ``Prompt.geometry.pointer``, so that a click without coordinates (Qwen's
+``left_click`` with no ``coordinate``) becomes a click at that point: the env keeps
+receiving explicit screen pixels.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -24,7 +30,8 @@ class Prompt:
     Attributes:
         messages: chat messages with ``{"type": "image"}`` placeholders.
         images: the resized screenshots, in placeholder order (uint8, (h, w, 3)).
-        geometry: maps the model's coordinates to the screen.
+        geometry: maps the model's coordinates to the screen; its ``pointer`` is where
+            the episode's last pointer action went (None before the first one).
     """
 
     messages: list[Message]
@@ -37,6 +44,8 @@ class _Episode:
     instruction: str = ""
     images: list[np.ndarray] = field(default_factory=list)  # the latest max_images, resized
     outputs: list[str] = field(default_factory=list)
+    geometry: ScreenGeometry | None = None  # of the step observed last
+    pointer: tuple[int, int] | None = None  # screen pixels; a fresh episode's is unknown
 
 
 class EpisodeContexts:
@@ -79,10 +88,25 @@ class EpisodeContexts:
         if self.max_history is not None:
             history = history[len(history) - min(self.max_history, len(history)) :]
         images = episode.images[-min(len(episode.images), len(history) + 1) :]
-        geometry = self.format.geometry_for(screenshot)
+        geometry = replace(self.format.geometry_for(screenshot), pointer=episode.pointer)
+        episode.geometry = geometry
         messages = self.format.build_messages(episode.instruction, history, len(images), geometry)
         return Prompt(messages, list(images), geometry)
 
     def record(self, env_index: int, output: str) -> None:
-        """Add the model's output for the step just observed (it becomes history)."""
-        self._episodes.setdefault(env_index, _Episode()).outputs.append(output)
+        """Add the model's output for the step just observed (it becomes history).
+
+        The output is parsed again (cheap, and the same inputs give the same action
+        the policy returned) to move the tracked pointer to the action's point.
+        """
+        episode = self._episodes.setdefault(env_index, _Episode())
+        episode.outputs.append(output)
+        if episode.geometry is not None:
+            action = self.format.parse(output, episode.geometry).action
+            if action is not None and action.x is not None and action.y is not None:
+                episode.pointer = (action.x, action.y)
+
+    def pointer(self, env_index: int) -> tuple[int, int] | None:
+        """Where sub-env ``env_index``'s pointer is (screen pixels), None if not known."""
+        episode = self._episodes.get(env_index)
+        return episode.pointer if episode is not None else None
