@@ -76,6 +76,7 @@ def test_make_without_importing_uirl_gym() -> None:
     assert out.stdout.split() == ["UIEnv", str(uirl_gym.MAX_EPISODE_STEPS)]
 
 
+@pytest.mark.slow  # 20 episodes: about 40 s on 2 cores, more under load
 def test_expert_solves_seeded_episodes(env: gym.Env) -> None:
     """1 to 3 rows, rows below the fold included, both ways of filling fields."""
     scrolled = 0
