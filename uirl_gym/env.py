@@ -34,13 +34,11 @@ from uirl_gym.actions import (
 )
 from uirl_gym.client import InvalidActionError, SessionClient, SessionError, SessionHTTPError
 from uirl_gym.runtimes.base import Runtime, SessionInfo
+from uirl_gym.tasks.simple_data_entry.task import MAX_TARGET_ROWS
 
 logger = logging.getLogger(__name__)
 
 MAX_INSTRUCTION_LENGTH = 2048
-# The most target rows an episode may ask for, whether by ``num_rows`` (the task
-# refuses more) or by ``rows``: it keeps the instruction within MAX_INSTRUCTION_LENGTH.
-MAX_TARGET_ROWS = 20
 _INSTRUCTION_CHARSET = "".join(chr(c) for c in range(32, 127)) + "\n"
 RESET_ATTEMPTS = 2
 
@@ -386,6 +384,9 @@ def _in_background(fn: Callable[[], SessionInfo]) -> Future[SessionInfo]:
 
 def _check_options(options: Mapping[str, Any]) -> None:
     """Refuse, before any round trip, options whose instruction would not fit the space.
+
+    The task caps ``num_rows`` at ``MAX_TARGET_ROWS``; ``rows`` gets the same cap here,
+    which keeps the instruction within ``MAX_INSTRUCTION_LENGTH``.
 
     Raises:
         ValueError: more than ``MAX_TARGET_ROWS`` rows in ``options["rows"]``.
