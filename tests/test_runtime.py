@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -106,3 +107,46 @@ def test_released_sessions_are_reused(runtime: LocalRuntime) -> None:
         os.kill(pid, 0)  # still running: healthy sessions are kept, not restarted
     finally:
         runtime.release(again)
+
+
+OWNER = """
+import json, sys, time
+from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
+rt = LocalRuntime()
+rt.start_many(1)
+(entry,) = rt._sessions.values()
+pids = [entry.process.pid, *descendant_pids(entry.process.pid)]
+print(json.dumps({"dir": str(rt.log_dir), "pids": pids}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_session_folders_are_removed_even_after_sigkill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's files go with it; a SIGKILLed owner's folder goes at the next start."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(tmp_path)},
+    )
+    started = json.loads(owner.stdout.readline())
+    owner.kill()  # SIGKILL: no atexit, no handler, nothing cleaned
+    owner.wait(timeout=30)
+    assert _wait_gone(started["pids"], timeout_s=20) == []
+    stale = Path(started["dir"])
+    assert stale.is_dir() and stale.parent == tmp_path
+
+    rt = LocalRuntime()
+    try:
+        assert not stale.exists(), "the dead owner's folder was kept"
+        info = rt.acquire()
+        assert {p.suffix for p in rt.log_dir.iterdir()} == {".log", ".port"}
+        os.kill(rt.pid(info), signal.SIGKILL)  # the session server dies
+        rt.release(info, healthy=False)
+        assert list(rt.log_dir.iterdir()) == []  # its files went with it
+    finally:
+        rt.close()
+    assert list(tmp_path.glob("uirl-sessions-*")) == []
