@@ -7,6 +7,8 @@ included), the real proxy, real HTTP. Deselect with ``-m "not k8s"``.
 
 from __future__ import annotations
 
+import http.client
+import json
 import socket
 import subprocess
 import sys
@@ -27,7 +29,12 @@ from k8s_standin import PodStandIn, serve_app  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.client import SessionClient  # noqa: E402
 from uirl_gym.env import UIEnv  # noqa: E402
-from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError  # noqa: E402
+from uirl_gym.runtimes.base import (  # noqa: E402
+    TOKEN_ENV_VAR,
+    TOKEN_HEADER,
+    RuntimeClosedError,
+    SessionStartError,
+)
 from uirl_gym.runtimes.k8s_api import (  # noqa: E402
     APP_LABEL,
     APP_NAME,
@@ -160,6 +167,7 @@ def test_manifests_validate_against_the_kubernetes_schemas() -> None:
         port=8123,
         ttl_s=600,
         resources_override={"limits": {"cpu": "2", "memory": None}},
+        token="t0k3n",
     )
     documents.append(("built pod", pod))
     for name, doc in documents:
@@ -182,6 +190,7 @@ def test_built_pod_manifest() -> None:
         port=8123,
         ttl_s=600,
         resources_override={"limits": {"cpu": "2", "memory": None}},
+        token="t0k3n",
     )
     meta, spec = pod["metadata"], pod["spec"]
     assert meta["name"] == "uirl-session-abc123"
@@ -200,6 +209,9 @@ def test_built_pod_manifest() -> None:
     assert container["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
     assert container["resources"]["limits"] == {"cpu": "2"}
     assert container["resources"]["requests"] == {"cpu": "500m", "memory": "640Mi"}
+    # The session token goes in the environment, never the command line.
+    assert container["env"] == [{"name": TOKEN_ENV_VAR, "value": "t0k3n"}]
+    assert "t0k3n" not in container["command"]
 
 
 def test_config_validation() -> None:
@@ -261,6 +273,125 @@ def test_proxy_passes_through_and_recovers_from_a_stale_address(
     assert app.state.resolver.lookups == lookups + 1  # the stale entry was dropped once
     api.delete("static-b")
     assert_all_gone(standin)
+
+
+ECHO_SERVER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, HTTPServer
+class Echo(BaseHTTPRequestHandler):
+    def _echo(self):
+        size = int(self.headers.get("content-length") or 0)
+        body = json.dumps({"path": self.path, "headers": dict(self.headers.items()),
+                           "body_bytes": len(self.rfile.read(size))}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_GET = do_POST = _echo
+    def log_message(self, *args):
+        pass
+HTTPServer(("0.0.0.0", int(sys.argv[1])), Echo).serve_forever()
+"""
+
+
+@pytest.fixture
+def echo_session(standin: PodStandIn, api: PodApi) -> Iterator[str]:
+    """A session pod whose server answers with the request it got (no browser)."""
+    port = free_port()
+    pod = static_pod("echo", {APP_LABEL: APP_NAME, SESSION_LABEL: "echo1"}, port, Path("."))
+    pod["spec"]["containers"][0]["command"] = ["python", "-c", ECHO_SERVER, str(port)]
+    api.create(pod)
+    wait_until(lambda: (p := api.read("echo")) and p.usable, 20, "the echo pod")
+    yield "echo1"
+    api.delete("echo")
+    wait_until(lambda: not standin.kubelet_process(NS, "echo"), 10, "the echo pod to go")
+
+
+def test_proxy_answers_400_to_encoded_ids_and_huge_paths(
+    proxy: tuple[str, Any], echo_session: str
+) -> None:
+    url, _ = proxy
+    for path in (
+        "/proxy/%65cho1/",  # "echo1", percent-encoded
+        "/proxy/echo1%2Fx/",  # an encoded slash in the id
+        "/proxy/ech%C3%A9/",
+        "/proxy/echo1/" + "a" * 100_000,
+        "/proxy/echo1/act?text=" + "b" * 100_000,
+    ):
+        status, body = raw_get(url, path)
+        assert status == 400, (path[:40], status, body[:200])
+    # The encoding of the rest of the path reaches the pod exactly as sent.
+    status, body = raw_get(url, "/proxy/echo1/a%2Fb?q=%C3%A9")
+    assert status == 200 and json.loads(body)["path"] == "/a%2Fb?q=%C3%A9"
+
+
+def raw_get(url: str, path: str) -> tuple[int, str]:
+    """GET ``path`` byte for byte (requests would normalise its percent-encoding)."""
+    host, port = url.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        connection.request("GET", path)
+        reply = connection.getresponse()
+        return reply.status, reply.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+def test_proxy_sets_its_own_session_header(proxy: tuple[str, Any], echo_session: str) -> None:
+    url, app = proxy
+    requests.get(f"{url}/proxy/echo1/", timeout=10)
+    lookups = app.state.resolver.lookups
+    for forged in ("someone-else", "echo1"):
+        reply = requests.get(
+            f"{url}/proxy/echo1/", headers={"X-UIRL-Session-Id": forged}, timeout=10
+        )
+        assert reply.status_code == 200, reply.text
+        sent = [v for k, v in reply.json()["headers"].items() if k.lower() == "x-uirl-session-id"]
+        assert sent == ["echo1"]
+    assert app.state.resolver.lookups == lookups  # the cache was not flushed
+
+
+def test_proxy_caches_unknown_sessions_briefly(proxy: tuple[str, Any]) -> None:
+    url, app = proxy
+    lookups = app.state.resolver.lookups
+    for _ in range(20):
+        assert requests.get(f"{url}/proxy/nosuchsession2/", timeout=5).status_code == 404
+    assert app.state.resolver.lookups == lookups + 1
+
+
+def test_proxy_limits_bodies(proxy: tuple[str, Any], echo_session: str) -> None:
+    url, _ = proxy
+    small = requests.post(f"{url}/proxy/echo1/reset", data=b"x" * 1000, timeout=10)
+    assert small.status_code == 200 and small.json()["body_bytes"] == 1000
+    declared = requests.post(f"{url}/proxy/echo1/reset", data=b"x" * 2_000_000, timeout=10)
+    assert declared.status_code == 413, declared.text
+    streamed = requests.post(
+        f"{url}/proxy/echo1/reset", data=(b"x" * 65536 for _ in range(3200)), timeout=30
+    )  # 200 MB offered, refused after the first MB
+    assert streamed.status_code == 413, streamed.text
+
+
+def test_proxy_with_a_token(api: PodApi, echo_session: str) -> None:
+    app = create_proxy_app(ProxyConfig(token="proxy-secret"), api)
+    with serve_app(app) as url:
+        target = f"{url}/proxy/echo1/progress"
+        assert requests.get(f"{url}/healthz", timeout=5).status_code == 200  # for probes
+        bare = requests.get(target, timeout=5)
+        assert bare.status_code == 401 and bare.headers["WWW-Authenticate"] == "Bearer"
+        session_token_only = requests.get(target, headers={"X-UIRL-Token": "t"}, timeout=5)
+        assert session_token_only.status_code == 401
+        wrong = requests.get(target, headers={"Authorization": "Bearer nope"}, timeout=5)
+        assert wrong.status_code == 403
+        ok = requests.get(
+            target,
+            headers={"Authorization": "Bearer proxy-secret", "X-UIRL-Token": "t"},
+            timeout=5,
+        )
+        assert ok.status_code == 200
+        forwarded = {k.lower(): v for k, v in ok.json()["headers"].items()}
+        assert "authorization" not in forwarded  # the proxy's credential stays here
+        assert forwarded["x-uirl-token"] == "t"  # the session's goes on
 
 
 # -- the runtime -------------------------------------------------------------------------
@@ -345,6 +476,35 @@ def test_warm_pool_end_to_end_through_the_proxy(
     assert_all_gone(standin)
 
 
+def test_tokens_through_a_proxy_that_wants_one(standin: PodStandIn, api: PodApi) -> None:
+    """The runtime makes a per-pod session token and sends the proxy's bearer token."""
+    app = create_proxy_app(ProxyConfig(token="proxy-secret"), api)
+    with serve_app(app) as url:
+        config = runtime_config(standin, pool_size=0, proxy_url=url, proxy_token="proxy-secret")
+        with KubernetesRuntime(config) as runtime:
+            session = runtime.acquire(timeout_s=60)
+            (manifest,) = [
+                p for p in standin.pods(NS) if p["metadata"]["name"].endswith(session.session_id)
+            ]
+            env = {e["name"]: e["value"] for e in manifest["spec"]["containers"][0]["env"]}
+            assert env[TOKEN_ENV_VAR] == session.headers[TOKEN_HEADER]
+            assert TOKEN_ENV_VAR not in " ".join(manifest["spec"]["containers"][0]["command"])
+            client = SessionClient(session.base_url)
+            try:
+                assert client.reset(seed=0)["session_id"] == session.session_id
+                assert client.oracle()["target_rows"]
+            finally:
+                client.close()
+            proxy_only = {"Authorization": "Bearer proxy-secret"}
+            oracle = f"{session.base_url}/oracle"
+            assert requests.get(oracle, timeout=10).status_code == 401  # the proxy's check
+            assert requests.get(oracle, headers=proxy_only, timeout=10).status_code == 401
+            agent = requests.get(f"{session.base_url}/progress", headers=proxy_only, timeout=10)
+            assert agent.status_code == 200
+            runtime.release(session)
+    assert_all_gone(standin)
+
+
 def test_env_on_the_runtime_direct_route_and_pool_cap(standin: PodStandIn) -> None:
     with KubernetesRuntime(runtime_config(standin, pool_size=0)) as runtime:
         env = UIEnv(runtime=runtime, image_format="jpeg")  # acquires at its first reset
@@ -385,3 +545,18 @@ def test_orphan_cleanup(standin: PodStandIn, api: PodApi) -> None:
     assert pod_names(standin) == {"not-uirl"}  # never touches pods without the uirl label
     api.delete("not-uirl")
     assert_all_gone(standin)
+
+
+def test_proxy_token_comes_from_the_mounted_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uirl_gym.server.proxy import read_proxy_token
+
+    monkeypatch.delenv("UIRL_PROXY_TOKEN", raising=False)
+    secret = tmp_path / "token"
+    secret.write_text("s3cret\n")
+    assert read_proxy_token(str(secret)) == "s3cret"
+    assert read_proxy_token(str(tmp_path / "absent")) is None  # optional Secret not made
+    monkeypatch.setenv("UIRL_PROXY_TOKEN", "from-env")
+    assert read_proxy_token(str(tmp_path / "absent")) == "from-env"
+    assert KubernetesRuntimeConfig().proxy_token == "from-env"

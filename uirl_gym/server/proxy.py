@@ -5,9 +5,18 @@ unchanged; status, body and content type come back unchanged. Only pods labelled
 ``app=uirl-session`` with the matching ``uirl/session-id`` label are ever reached, so
 the proxy cannot be used to reach anything else in the namespace.
 
-Pod IPs are cached for ``cache_ttl_s``; a connection failure drops the cached entry and
-looks the pod up once more (pods are replaced, IPs change). Run it in the cluster
-(``uirl_gym/deploy/proxy.yaml``) or anywhere with API access::
+Pod IPs are cached for ``cache_ttl_s``, unknown session ids for ``negative_cache_ttl_s``
+(so that requests for a session that does not exist cost no API call each); a
+connection failure drops the cached entry and looks the pod up once more (pods are
+replaced, IPs change).
+
+What the proxy refuses: malformed, percent-encoded or over-long session ids and paths
+(400), request bodies over 1 MB (413, counted as they stream in), and, with a token
+(``--token-file``, from the ``uirl-proxy-token`` Secret), requests without
+``Authorization: Bearer <token>`` (401/403). A client's own ``X-UIRL-Session-Id`` is
+replaced by the proxy's, and its bearer token is not passed on to the pod.
+
+Run it in the cluster (``uirl_gym/deploy/proxy.yaml``) or anywhere with API access::
 
     python -m uirl_gym.server.proxy --namespace uirl --port 8080
 
@@ -19,11 +28,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import secrets
 import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 import uvicorn
@@ -41,9 +52,15 @@ from uirl_gym.runtimes.k8s_api import (
     load_api_client,
     session_selector,
 )
+from uirl_gym.runtimes.k8s_config import PROXY_TOKEN_ENV_VAR
+from uirl_gym.server.guards import MAX_BODY_BYTES, BodyLimitMiddleware
 
 logger = logging.getLogger(__name__)
 
+PROXY_PREFIX = b"/proxy/"
+# Session paths are short (``/act?...`` with at most 512 characters of text, percent-
+# encoded): anything longer is not the protocol.
+MAX_TARGET_BYTES = 8192
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Hop-by-hop headers (RFC 9110 7.6.1) and those httpx recomputes: never forwarded.
 HOP_HEADERS = frozenset(
@@ -69,15 +86,22 @@ class ProxyConfig:
 
     Attributes:
         cache_ttl_s: how long a pod's address is reused without a lookup.
+        negative_cache_ttl_s: how long "no such session" is remembered (a session's pod
+            is created before its id is handed out, so a miss stays a miss).
+        token: clients must send ``Authorization: Bearer <token>``; None: no auth.
+        max_body_bytes: larger request bodies get 413.
         connect_timeout_s: to open a connection to a pod.
         read_timeout_s: for a pod's answer (an action with a settle delay takes seconds).
         max_connections: to all pods together (keep-alive pool).
     """
 
     cache_ttl_s: float = 5.0
+    negative_cache_ttl_s: float = 3.0
     connect_timeout_s: float = 3.0
     read_timeout_s: float = 60.0
     max_connections: int = 256
+    token: str | None = field(default=None, repr=False)
+    max_body_bytes: int = MAX_BODY_BYTES
 
 
 class SessionNotFoundError(Exception):
@@ -91,10 +115,12 @@ class SessionNotReadyError(Exception):
 class PodResolver:
     """Session id -> ``(pod IP, port)``, from the pod API, cached for a short time."""
 
-    def __init__(self, api: PodApi, ttl_s: float) -> None:
+    def __init__(self, api: PodApi, ttl_s: float, negative_ttl_s: float = 0.0) -> None:
         self.api = api
         self.ttl_s = ttl_s
+        self.negative_ttl_s = negative_ttl_s
         self._cache: dict[str, tuple[str, int, float]] = {}
+        self._missing: dict[str, float] = {}  # session id -> until when it is "not found"
         self.lookups = 0  # API lookups made (for tests and metrics)
 
     async def resolve(self, session_id: str) -> tuple[str, int]:
@@ -105,9 +131,12 @@ class PodResolver:
             SessionNotReadyError: its pod is not ready.
             PodApiError: the API server did not answer.
         """
+        now = time.monotonic()
         cached = self._cache.get(session_id)
-        if cached is not None and cached[2] > time.monotonic():
+        if cached is not None and cached[2] > now:
             return cached[0], cached[1]
+        if self._missing.get(session_id, 0.0) > now:
+            raise SessionNotFoundError(session_id)
         self.lookups += 1
         pods, _ = await asyncio.to_thread(self.api.list, session_selector(session_id=session_id))
         # The selector already filters; checking again costs nothing and keeps the
@@ -119,6 +148,9 @@ class PodResolver:
         ]
         if not pods:
             self._cache.pop(session_id, None)
+            if self.negative_ttl_s > 0:
+                self._forget_expired_misses(now)
+                self._missing[session_id] = now + self.negative_ttl_s
             raise SessionNotFoundError(session_id)
         usable = [p for p in pods if p.usable]
         if not usable:
@@ -131,6 +163,11 @@ class PodResolver:
 
     def invalidate(self, session_id: str) -> None:
         self._cache.pop(session_id, None)
+
+    def _forget_expired_misses(self, now: float) -> None:
+        # Bounded memory against a client that asks for endless made-up ids.
+        if len(self._missing) > 10_000:
+            self._missing = {k: t for k, t in self._missing.items() if t > now}
 
 
 @dataclass
@@ -151,6 +188,7 @@ class _Outgoing:
         """
         host = f"[{ip}]" if ":" in ip else ip
         url = httpx.URL(f"http://{host}:{port}").copy_with(raw_path=self.target)
+        # The proxy's own header, never the client's (which could misdirect on purpose).
         headers = [*self.headers, (SESSION_HEADER, session_id)]
         try:
             reply = await http.request(self.method, url, content=self.body, headers=headers)
@@ -177,7 +215,7 @@ def _error(status: int, message: str) -> HTTPException:
 
 def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
     """The proxy app, routing to the session pods that ``api`` lists (its namespace)."""
-    resolver = PodResolver(api, config.cache_ttl_s)
+    resolver = PodResolver(api, config.cache_ttl_s, config.negative_cache_ttl_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -191,8 +229,15 @@ def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
             app.state.http = http
             yield
 
-    app = FastAPI(title="uirl routing proxy", lifespan=lifespan)
+    app = FastAPI(
+        title="uirl routing proxy",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.resolver = resolver
+    app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:
@@ -201,22 +246,14 @@ def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
     @app.api_route("/proxy/{session_id}", methods=METHODS)
     @app.api_route("/proxy/{session_id}/{path:path}", methods=METHODS)
     async def forward(request: Request, session_id: str, path: str = "") -> Response:
-        if not SESSION_ID_RE.match(session_id):
-            raise _error(
-                400,
-                f"malformed session id {session_id[:80]!r}: expected lowercase letters, "
-                "digits and '-' (at most 48), as handed out by the runtime",
-            )
-        # The raw path keeps the client's percent-encoding exactly (``path`` is decoded).
-        raw_path = request.scope.get("raw_path") or request.url.path.encode()
-        target = raw_path[len(f"/proxy/{session_id}") :] or b"/"
-        if request.url.query:
-            target += b"?" + request.url.query.encode()
+        if config.token is not None:
+            _authorize(config.token, request)
+        session_id, target = _split_target(request)
         outgoing = _Outgoing(
             request.method,
             target,
             await request.body(),
-            [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_HEADERS],
+            _forwarded_headers(request, strip_authorization=config.token is not None),
         )
         http: httpx.AsyncClient = request.app.state.http
         ip, port = await _resolve(resolver, session_id)
@@ -235,6 +272,66 @@ def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
             raise _error(502, f"session {session_id} unreachable at {ip}:{port}: {exc}") from None
 
     return app
+
+
+def _authorize(token: str, request: Request) -> None:
+    """401 without ``Authorization: Bearer``, 403 with the wrong token.
+
+    The proxy's token travels only in ``Authorization``; the session's own token
+    (``X-UIRL-Token``) is not looked at here and passes through to the pod.
+    """
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    presented = value.strip() if scheme.lower() == "bearer" else ""
+    if not presented:
+        raise HTTPException(
+            401,
+            "the proxy needs its token: send Authorization: Bearer <token> (the "
+            "uirl-proxy-token Secret; KubernetesRuntimeConfig.proxy_token)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    if not secrets.compare_digest(presented.encode(), token.encode()):
+        raise HTTPException(403, "the proxy: the bearer token sent is not the proxy's token")
+
+
+def _split_target(request: Request) -> tuple[str, bytes]:
+    """The session id and the pod-side path + query, from the raw request line.
+
+    The raw path keeps the client's percent-encoding exactly (Starlette's path is
+    decoded), so the session id is read from it too: an id in percent-encoding is
+    refused rather than decoded into something the route did not match.
+
+    Raises:
+        HTTPException: 400 for a malformed, encoded or over-long id or path.
+    """
+    raw_path: bytes = request.scope.get("raw_path") or request.url.path.encode()
+    query = request.scope.get("query_string", b"")
+    if len(raw_path) + len(query) > MAX_TARGET_BYTES:
+        raise _error(
+            400,
+            f"the path and query are {len(raw_path) + len(query)} bytes; at most "
+            f"{MAX_TARGET_BYTES} (session requests are short)",
+        )
+    rest = raw_path[len(PROXY_PREFIX) :] if raw_path.startswith(PROXY_PREFIX) else b""
+    raw_id, slash, tail = rest.partition(b"/")
+    session_id = raw_id.decode("latin-1")
+    if not raw_path.startswith(PROXY_PREFIX) or not SESSION_ID_RE.match(session_id):
+        shown = session_id[:80]
+        raise _error(
+            400,
+            f"malformed session id {shown!r}: expected lowercase letters, digits and '-' "
+            "(at most 48), not percent-encoded, as handed out by the runtime",
+        )
+    target = slash + tail or b"/"
+    if query:
+        target += b"?" + query
+    return session_id, target
+
+
+def _forwarded_headers(request: Request, *, strip_authorization: bool) -> list[tuple[str, str]]:
+    dropped = {*HOP_HEADERS, SESSION_HEADER.lower()}
+    if strip_authorization:
+        dropped.add("authorization")  # the proxy's credential is not the pod's business
+    return [(k, v) for k, v in request.headers.items() if k.lower() not in dropped]
 
 
 async def _resolve(resolver: PodResolver, session_id: str) -> tuple[str, int]:
@@ -258,8 +355,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--kubeconfig", help="default: in-cluster when in a pod, else ~/.kube/config")
     p.add_argument("--context")
     p.add_argument("--api-server", help="an API URL without credentials (kubectl proxy)")
+    p.add_argument(
+        "--token-file",
+        help="require Authorization: Bearer <the file's content> (the uirl-proxy-token "
+        f"Secret, mounted); default ${PROXY_TOKEN_ENV_VAR}; a missing file means no auth",
+    )
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
+
+
+def read_proxy_token(token_file: str | None) -> str | None:
+    """The proxy's bearer token: the file (a mounted Secret), else the environment."""
+    if token_file and os.path.exists(token_file):
+        with open(token_file) as f:
+            token = f.read().strip()
+        if token:
+            logger.info("clients must send the bearer token from %s", token_file)
+            return token
+    token = os.environ.get(PROXY_TOKEN_ENV_VAR) or None
+    if token is None:
+        logger.warning(
+            "no token (%s missing or empty, $%s unset): anyone who reaches this proxy can "
+            "act on every session; keep its Service ClusterIP or create the Secret",
+            token_file,
+            PROXY_TOKEN_ENV_VAR,
+        )
+    return token
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,7 +391,11 @@ def main(argv: list[str] | None = None) -> int:
     client = load_api_client(
         api_server=args.api_server, kubeconfig=args.kubeconfig, context=args.context
     )
-    config = ProxyConfig(cache_ttl_s=args.cache_ttl_s, read_timeout_s=args.read_timeout_s)
+    config = ProxyConfig(
+        cache_ttl_s=args.cache_ttl_s,
+        read_timeout_s=args.read_timeout_s,
+        token=read_proxy_token(args.token_file),
+    )
     app = create_proxy_app(config, PodApi(client, args.namespace))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
     return 0
