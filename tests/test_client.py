@@ -12,6 +12,13 @@ import pytest
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import InvalidActionError, SessionClient, SessionUnavailableError
+from uirl_gym.runtimes.base import (
+    TOKEN_ENV_VAR,
+    TOKEN_HEADER,
+    SessionInfo,
+    forget_session,
+    register_session,
+)
 
 
 class FlakyServer(ThreadingHTTPServer):
@@ -21,12 +28,14 @@ class FlakyServer(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", port), FlakyHandler)
         self.failures = failures
         self.hits: dict[str, int] = {}
+        self.last_headers: dict[str, str] = {}
 
 
 class FlakyHandler(BaseHTTPRequestHandler):
     server: FlakyServer
 
     def do_GET(self) -> None:  # noqa: N802
+        self.server.last_headers = dict(self.headers.items())
         path = self.path.split("?")[0]
         n = self.server.hits[path] = self.server.hits.get(path, 0) + 1
         if "keys=bogus" in self.path:
@@ -103,3 +112,25 @@ def test_an_action_is_retried_when_the_connection_never_opened(
     finally:
         servers[0].shutdown()
         servers[0].server_close()
+
+
+def test_the_client_sends_the_credentials_its_runtime_registered(
+    flaky: FlakyServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"http://127.0.0.1:{flaky.server_port}"
+    flaky.failures = 0
+    monkeypatch.delenv(TOKEN_ENV_VAR, raising=False)
+    SessionClient(url).progress()
+    assert TOKEN_HEADER not in flaky.last_headers  # nothing registered, nothing sent
+    register_session(SessionInfo("s1", url, headers={TOKEN_HEADER: "from-runtime"}))
+    try:
+        SessionClient(url + "/").progress()
+        assert flaky.last_headers[TOKEN_HEADER] == "from-runtime"
+        SessionClient(url, headers={TOKEN_HEADER: "explicit"}).progress()
+        assert flaky.last_headers[TOKEN_HEADER] == "explicit"
+    finally:
+        forget_session("s1")
+    # A server started by hand: its token from the environment.
+    monkeypatch.setenv(TOKEN_ENV_VAR, "from-env")
+    SessionClient(url).progress()
+    assert flaky.last_headers[TOKEN_HEADER] == "from-env"

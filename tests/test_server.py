@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import os
 import signal
@@ -304,3 +305,34 @@ def test_a_reload_keeps_the_episode_on_screen(client: SessionClient) -> None:
         ]
         assert shot.shape == (800, 1280, 3)
     assert client.health()["browser_alive"] is True
+
+
+class _Browser:
+    def __init__(self, alive: bool) -> None:
+        self.alive = alive
+
+    async def responsive(self) -> bool:
+        return self.alive
+
+
+class _State:
+    def __init__(self, alive: bool) -> None:
+        self.browser = _Browser(alive)
+
+
+@pytest.mark.parametrize(
+    ("message", "alive", "status"),
+    [
+        ('Keyboard.down: Unknown key: "é"', True, 400),
+        ("Page.evaluate: Execution context was destroyed", True, 500),
+        ("Target page, context or browser has been closed", False, 503),
+    ],
+)
+def test_503_only_when_the_browser_is_really_gone(message: str, alive: bool, status: int) -> None:
+    """A Playwright error with Chromium still answering is not 'the browser failed'."""
+    from playwright.async_api import Error as PlaywrightError
+
+    from uirl_gym.server.app import _browser_error
+
+    error = asyncio.run(_browser_error(_State(alive), PlaywrightError(message), "the action"))  # type: ignore[arg-type]
+    assert error.status_code == status, error.detail
