@@ -1,8 +1,9 @@
 """Benchmark agents on uirl/SimpleDataEntry-v0 on local sessions.
 
 Every agent plays the same episodes (seeds ``seed .. seed+episodes-1``, same rows).
-Writes, under ``--out``: ``results.json``, ``results.md``, ``results.png`` and, per agent,
-a replayable run directory with ``index.html``.
+Writes, under ``--out``: ``results.json``, ``results.md``, ``results.png`` (updated as
+each agent finishes) and, per agent, a run directory with ``summary.json`` and a
+replay, ``index.html``. ``--resume`` continues an interrupted run.
 
     python scripts/evaluate.py --agent expert --agent random --agent hf:tiny \\
         --episodes 6 --num-envs 2 --rows 1-2 --out runs/eval
@@ -18,19 +19,21 @@ import re
 import sys
 from pathlib import Path
 
+from tqdm.contrib.logging import logging_redirect_tqdm
+
 from uirl_agents.evaluate import (
     AGENT_SYNTAX,
     AgentSpecError,
+    RunMismatchError,
+    agent_run_dir,
     append_leaderboard,
-    build_policy,
     markdown_table,
     parse_agent,
-    summarise,
+    prepare_run,
+    run_agent,
     write_reports,
 )
-from uirl_agents.rollout import EpisodeSpec, collect_episodes
-from uirl_agents.trajectories import TrajectoryWriter
-from uirl_agents.view import write_viewer
+from uirl_agents.rollout import EpisodeSpec
 from uirl_gym.vector import SessionVectorEnv
 
 
@@ -58,6 +61,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=60, help="steps before an episode is cut")
     p.add_argument("--out", type=Path, default=Path("runs/eval"))
     p.add_argument("--leaderboard", type=Path, help="append a row per agent to this markdown file")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue the run in --out: play only the episodes it has not finished",
+    )
+    again.add_argument(
+        "--overwrite", action="store_true", help="start afresh over a run already in --out"
+    )
     args = p.parse_args(argv)
     try:
         args.agents = [parse_agent(a) for a in args.agent]
@@ -70,7 +82,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    args = parse_args(argv)
+    # Log lines go through tqdm.write, so they never break a progress bar in two.
+    with logging_redirect_tqdm():
+        return evaluate(parse_args(argv))
+
+
+def evaluate(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     specs = [
         EpisodeSpec(seed=args.seed + k, options={"num_rows": rng.randint(*args.rows)})
@@ -83,33 +100,42 @@ def main(argv: list[str] | None = None) -> int:
         "num_envs": args.num_envs,
         "max_steps": args.max_steps,
     }
+    labels = [spec.label for spec in args.agents]
+    try:
+        prepare_run(args.out, settings, labels, resume=args.resume, overwrite=args.overwrite)
+    except RunMismatchError as exc:
+        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        return 2
     results = []
+    reports: list[Path] = []
     envs = SessionVectorEnv(args.num_envs)
     try:
         for spec in args.agents:
-            policy = build_policy(spec, lambda i: envs.envs[i].oracle(), args.out, args.seed)
-            run_dir = args.out / re.sub(r"[^A-Za-z0-9_.+-]", "_", spec.label)
-            with TrajectoryWriter(run_dir, append=False) as writer:
-                episodes = collect_episodes(
-                    policy,
+            results.append(
+                run_agent(
+                    spec,
                     envs,
                     specs,
+                    args.out,
                     max_steps=args.max_steps,
-                    writer=writer,
-                    keep_screenshots=False,
-                    progress=spec.label,
+                    seed=args.seed,
+                    settings=settings,
+                    resume=args.resume,
                 )
-            write_viewer(run_dir)
-            results.append(summarise(spec.label, episodes))
+            )
+            # After every agent, so that an interrupted run keeps what it finished.
+            reports = write_reports(args.out, results, settings)
     finally:
         envs.close()
-    write_reports(args.out, results, settings)
     if args.leaderboard:
         append_leaderboard(args.leaderboard, results, settings)
     print(markdown_table(results))
-    print(
-        f"\nwrote {args.out}/results.json, results.md, results.png; replays: {args.out}/*/index.html"
-    )
+    print("\nwrote:")
+    for path in reports:
+        print(f"  {path}")
+    for label in labels:
+        run_dir = agent_run_dir(args.out, label)
+        print(f"  {run_dir / 'summary.json'}\n  {run_dir / 'index.html'} (replay)")
     return 0
 
 

@@ -1,8 +1,13 @@
-"""Benchmark agents on the env: agent specs, metrics, reports.
+"""Benchmark agents on the env: agent specs, metrics, reports, resumable runs.
 
 ``scripts/evaluate.py`` is the command line; this module is the library behind it.
 Every agent plays the same episode specs (same seeds, same rows), collected with
 :func:`uirl_agents.rollout.collect_episodes` and written as replayable trajectories.
+
+A run folder holds ``run.json`` (the settings), per agent a run directory with
+``episodes.jsonl`` (appended as each episode ends), ``summary.json`` (written when the
+agent finishes) and ``index.html``, and the reports over all agents finished so far.
+:func:`run_agent` continues an interrupted agent from its finished episodes.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import statistics
 from collections.abc import Callable, Sequence
@@ -19,9 +25,17 @@ from pathlib import Path
 from typing import Any
 
 from uirl_agents.policies.base import Policy
-from uirl_agents.trajectories import Episode
+from uirl_agents.rollout import EpisodeSpec, collect_episodes
+from uirl_agents.trajectories import EPISODES_FILE, Episode, TrajectoryWriter, iter_episodes
+from uirl_agents.view import write_viewer
+from uirl_gym.vector import SessionVectorEnv
 
 logger = logging.getLogger(__name__)
+
+RUN_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
+# Settings that change which episodes are played: a resumed run must keep them.
+EPISODE_SETTINGS = ("episodes", "rows", "seed", "max_steps")
 
 AGENT_SYNTAX = (
     "random | expert | hf:PATH[,lora=PATH][,format=NAME] | openai:MODEL@URL[,format=NAME]"
@@ -30,6 +44,11 @@ AGENT_SYNTAX = (
 
 class AgentSpecError(ValueError):
     """An ``--agent`` value that does not follow :data:`AGENT_SYNTAX`."""
+
+
+class RunMismatchError(ValueError):
+    """A run folder that cannot be continued: it was made with other settings, or it
+    holds episodes and neither resume nor overwrite was asked for."""
 
 
 @dataclass(frozen=True)
@@ -42,7 +61,8 @@ class AgentSpec:
             name (openai).
         url: the server's base URL (openai).
         lora: a LoRA adapter path (hf).
-        format: the model format (``ui-tars`` or ``qwen2.5-vl``).
+        format: the model format (``ui-tars`` or ``qwen2.5-vl``); None: picked from the
+            model (hf: its config; openai: its name, else ``ui-tars``).
         max_tokens: the longest completion (model agents).
         label: the name in reports.
     """
@@ -51,7 +71,7 @@ class AgentSpec:
     target: str = ""
     url: str = ""
     lora: str | None = None
-    format: str = "ui-tars"
+    format: str | None = None
     max_tokens: int = 256
     label: str = ""
 
@@ -93,24 +113,43 @@ def parse_agent(text: str) -> AgentSpec:
 
 def build_policy(
     spec: AgentSpec, oracle: Callable[[int], dict[str, Any]], work_dir: Path, seed: int
-) -> Policy:
-    """The policy for an agent spec (model weights are loaded here)."""
+) -> tuple[Policy, str | None]:
+    """The policy for an agent spec (model weights are loaded here) and its format.
+
+    Returns:
+        ``(policy, format)``: the format name the model is prompted and parsed with
+        (chosen from the model when the spec has none), None for scripted agents.
+
+    Raises:
+        ValueError: an hf spec without ``format=`` whose format the checkpoint does not
+            tell (see :func:`uirl_agents.models.detect_format`).
+    """
     if spec.kind == "random":
         from uirl_agents.policies.random import RandomPolicy
 
-        return RandomPolicy(seed=seed)
+        return RandomPolicy(seed=seed), None
     if spec.kind == "expert":
         from uirl_agents.policies.expert import ExpertPolicy
 
-        return ExpertPolicy(oracle)
+        return ExpertPolicy(oracle), None
     if spec.kind == "openai":
+        from uirl_agents.formats import UITarsFormat, infer_format
         from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
 
-        return OpenAIPolicy(
+        format_name = spec.format
+        if format_name is None:
+            try:
+                format_name = infer_format(spec.target)
+            except ValueError:
+                # A served model's config is out of reach; its name is all there is.
+                format_name = UITarsFormat.name
+            logger.info("format for %s: %s (from its name)", spec.target, format_name)
+        policy = OpenAIPolicy(
             OpenAIPolicyConfig(
-                base_url=spec.url, model=spec.target, format=spec.format, max_tokens=spec.max_tokens
+                base_url=spec.url, model=spec.target, format=format_name, max_tokens=spec.max_tokens
             )
         )
+        return policy, format_name
     from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig
 
     path = spec.target
@@ -121,12 +160,13 @@ def build_policy(
     config = HFPolicyConfig(max_new_tokens=spec.max_tokens)
     policy = HFPolicy.from_pretrained(path, spec.format, config, adapter_path=spec.lora)
     policy.name = spec.label
-    return policy
+    return policy, policy.format.name
 
 
 @dataclass
 class AgentResult:
-    """What a report says about one agent."""
+    """What a report says about one agent (``format``: the model format, None for
+    scripted agents)."""
 
     agent: str
     episodes: int
@@ -138,24 +178,34 @@ class AgentResult:
     policy_s_per_step: float
     env_s_per_step: float
     session_errors: int
+    format: str | None = None
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval for a success rate (sane at 0% and 100%)."""
+    """The Wilson score interval for a success rate (sane at 0% and 100%).
+
+    The bounds always satisfy ``0 <= low <= successes / n <= high <= 1``: rounding makes
+    the formula give 0.9999999999999999 for 6/6 (and 7e-18 for 0/11), which would put
+    the rate outside its own interval and make an error bar negative.
+
+    >>> wilson_interval(6, 6)[1], wilson_interval(0, 11)[0]
+    (1.0, 0.0)
+    """
     if n == 0:
         return (0.0, 1.0)
     p = successes / n
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return (max(0.0, centre - half), min(1.0, centre + half))
+    return (min(max(0.0, centre - half), p), max(min(1.0, centre + half), p))
 
 
-def summarise(agent: str, episodes: Sequence[Episode]) -> AgentResult:
+def summarise(agent: str, episodes: Sequence[Episode], format: str | None = None) -> AgentResult:
     steps = [s for e in episodes for s in e.steps]
     successes = sum(e.success for e in episodes)
     return AgentResult(
         agent=agent,
+        format=format,
         episodes=len(episodes),
         success_rate=successes / max(1, len(episodes)),
         success_ci95=wilson_interval(successes, len(episodes)),
@@ -170,22 +220,29 @@ def summarise(agent: str, episodes: Sequence[Episode]) -> AgentResult:
 
 def markdown_table(results: Sequence[AgentResult]) -> str:
     lines = [
-        "| agent | episodes | success (95% CI) | mean reward | steps/episode | invalid actions "
-        "| policy s/step | env s/step |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| agent | format | episodes | success (95% CI) | mean reward | steps/episode "
+        "| invalid actions | policy s/step | env s/step |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         lo, hi = r.success_ci95
         lines.append(
-            f"| {r.agent} | {r.episodes} | {r.success_rate:.0%} ({lo:.0%}-{hi:.0%}) "
+            f"| {r.agent} | {r.format or '-'} | {r.episodes} "
+            f"| {r.success_rate:.0%} ({lo:.0%}-{hi:.0%}) "
             f"| {r.mean_reward:.2f} | {r.mean_steps:.1f} | {r.invalid_action_rate:.1%} "
             f"| {r.policy_s_per_step:.3f} | {r.env_s_per_step:.3f} |"
         )
     return "\n".join(lines)
 
 
-def write_reports(out_dir: Path, results: Sequence[AgentResult], settings: dict[str, Any]) -> None:
-    """``results.json``, ``results.md`` and ``results.png`` (success rates with CIs)."""
+def write_reports(
+    out_dir: Path, results: Sequence[AgentResult], settings: dict[str, Any]
+) -> list[Path]:
+    """``results.json``, ``results.md`` and ``results.png`` (success rates with CIs).
+
+    Returns:
+        The files written (no plot without matplotlib).
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     payload = {
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -194,18 +251,21 @@ def write_reports(out_dir: Path, results: Sequence[AgentResult], settings: dict[
     }
     (out_dir / "results.json").write_text(json.dumps(payload, indent=2))
     (out_dir / "results.md").write_text(markdown_table(results) + "\n")
-    _plot(out_dir / "results.png", results)
+    written = [out_dir / "results.json", out_dir / "results.md"]
+    if _plot(out_dir / "results.png", results):
+        written.append(out_dir / "results.png")
+    return written
 
 
-def _plot(path: Path, results: Sequence[AgentResult]) -> None:
+def _plot(path: Path, results: Sequence[AgentResult]) -> bool:
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        logger.warning("matplotlib is not installed: no %s (pip install 'uirl[train]')", path.name)
-        return
+        logger.warning("matplotlib is not installed: no %s (pip install -e '.[train]')", path.name)
+        return False
     fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(results), 3.2))
     rates = [r.success_rate * 100 for r in results]
     errors = [
@@ -219,6 +279,7 @@ def _plot(path: Path, results: Sequence[AgentResult]) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+    return True
 
 
 def append_leaderboard(
@@ -236,8 +297,158 @@ def append_leaderboard(
     with open(path, "a") as f:
         for r in results:
             lo, hi = r.success_ci95
+            agent = f"{r.agent} ({r.format})" if r.format else r.agent
             f.write(
-                f"| {date} | {r.agent} | {r.episodes} | {settings['rows']} "
+                f"| {date} | {agent} | {r.episodes} | {settings['rows']} "
                 f"| {r.success_rate:.0%} ({lo:.0%}-{hi:.0%}) | {r.mean_reward:.2f} "
                 f"| {r.mean_steps:.1f} |\n"
             )
+
+
+def agent_run_dir(out_dir: Path, label: str) -> Path:
+    """An agent's run directory under ``out_dir`` (its label made file-name safe)."""
+    return out_dir / re.sub(r"[^A-Za-z0-9_.+-]", "_", label)
+
+
+def load_finished(run_dir: Path) -> list[Episode]:
+    """The episodes an earlier attempt finished in ``run_dir`` (none if it has no file).
+
+    A line cut short by a kill and a repeated episode id are dropped from the file
+    itself (with a warning), so that appending goes on from a clean line.
+    """
+    path = run_dir / EPISODES_FILE
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    kept, seen = [], set()
+    for line in lines:
+        try:
+            episode_id = json.loads(line)["episode_id"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue
+        if episode_id not in seen:
+            seen.add(episode_id)
+            kept.append(line)
+    if len(kept) != len(lines) or (text and not text.endswith("\n")):
+        logger.warning(
+            "%s: dropped %d incomplete or repeated line(s)", path, len(lines) - len(kept)
+        )
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
+        os.replace(tmp, path)
+    return list(iter_episodes(run_dir, load_images=False))
+
+
+def prepare_run(
+    out_dir: Path,
+    settings: dict[str, Any],
+    labels: Sequence[str],
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+) -> None:
+    """Check that ``out_dir`` can take this run, then write its ``run.json``.
+
+    Args:
+        out_dir: the run folder.
+        settings: the run's settings (:data:`EPISODE_SETTINGS` must match to resume).
+        labels: the agents' labels.
+        resume: continue the run already there.
+        overwrite: start afresh over a run already there.
+
+    Raises:
+        RunMismatchError: resuming a run made with other settings, or a folder that
+            already holds episodes and neither ``resume`` nor ``overwrite``.
+    """
+    run_file = out_dir / RUN_FILE
+    if resume and run_file.exists():
+        before = json.loads(run_file.read_text(encoding="utf-8"))["settings"]
+        changed = [k for k in EPISODE_SETTINGS if before.get(k) != settings[k]]
+        if changed:
+            diff = ", ".join(f"{k} {before.get(k)!r} then, {settings[k]!r} now" for k in changed)
+            raise RunMismatchError(
+                f"Cannot resume {out_dir}: it was run with other settings ({diff}); pass the "
+                f"same ones, or --overwrite to start afresh"
+            )
+    busy = [
+        label
+        for label in labels
+        if (agent_run_dir(out_dir, label) / EPISODES_FILE).exists()
+        and (agent_run_dir(out_dir, label) / EPISODES_FILE).stat().st_size > 0
+    ]
+    if busy and not (resume or overwrite):
+        raise RunMismatchError(
+            f"{out_dir} already holds episodes of {busy}: pass --resume to continue that run, "
+            f"or --overwrite to start afresh (or another --out)"
+        )
+    if overwrite:
+        for stale in [out_dir / n for n in ("results.json", "results.md", "results.png")] + [
+            agent_run_dir(out_dir, label) / SUMMARY_FILE for label in labels
+        ]:
+            stale.unlink(missing_ok=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    payload = {"settings": settings, "agents": list(labels)}
+    run_file.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+
+
+def run_agent(
+    spec: AgentSpec,
+    envs: SessionVectorEnv,
+    specs: Sequence[EpisodeSpec],
+    out_dir: Path,
+    *,
+    max_steps: int,
+    seed: int,
+    settings: dict[str, Any],
+    resume: bool = False,
+) -> AgentResult:
+    """Play ``specs`` with one agent and write its run directory; return its summary.
+
+    Episode ``k`` of ``specs`` is ``ep-k``. With ``resume``, the episodes already in the
+    run directory are kept and only the others are played (none twice); an agent that
+    had finished is not even loaded. ``summary.json`` and ``index.html`` are written as
+    soon as the agent is done, so an interrupted run keeps the agents it finished.
+
+    Raises:
+        RunMismatchError: a finished episode was played on another task instance.
+    """
+    run_dir = agent_run_dir(out_dir, spec.label)
+    finished = {e.episode_id: e for e in load_finished(run_dir)} if resume else {}
+    ids = [f"ep-{k}" for k in range(len(specs))]
+    for k, episode_id in enumerate(ids):
+        done = finished.get(episode_id)
+        if done is not None and (done.seed, done.options) != (specs[k].seed, specs[k].options):
+            raise RunMismatchError(
+                f"Cannot resume {run_dir}: {episode_id} was played with seed {done.seed} and "
+                f"options {done.options}, this run asks for {specs[k].seed} and "
+                f"{specs[k].options}; use --overwrite or another --out"
+            )
+    todo = [k for k, episode_id in enumerate(ids) if episode_id not in finished]
+    summary_path = run_dir / SUMMARY_FILE
+    if finished:
+        logger.info(
+            "%s: %d of %d episodes already done", spec.label, len(ids) - len(todo), len(ids)
+        )
+    if not todo and summary_path.exists():
+        format_name = json.loads(summary_path.read_text(encoding="utf-8"))["result"]["format"]
+    else:
+        policy, format_name = build_policy(spec, lambda i: envs.envs[i].oracle(), out_dir, seed)
+    if todo:
+        with TrajectoryWriter(run_dir, append=resume) as writer:
+            played = collect_episodes(
+                policy,
+                envs,
+                [specs[k] for k in todo],
+                max_steps=max_steps,
+                writer=writer,
+                keep_screenshots=False,
+                progress=spec.label,
+                episode_ids=[ids[k] for k in todo],
+            )
+        finished.update((e.episode_id, e) for e in played)
+    write_viewer(run_dir)
+    result = summarise(spec.label, [finished[i] for i in ids], format_name)
+    payload = {"settings": settings, "result": asdict(result)}
+    summary_path.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    return result

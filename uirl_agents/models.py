@@ -34,6 +34,8 @@ from transformers.models.auto.processing_auto import (
 from transformers.processing_utils import ProcessorMixin
 from transformers.utils import cached_file
 
+from uirl_agents.formats import infer_format
+
 logger = logging.getLogger(__name__)
 
 # Where transformers keeps a processor's chat template, newest convention first.
@@ -109,6 +111,23 @@ def load_processor(
     if chat_template is None:
         logger.warning("%s has no chat template; apply_chat_template will fail", name_or_path)
     return cls(image_processor=image_processor, tokenizer=tokenizer, chat_template=chat_template)
+
+
+def detect_format(name_or_path: str | Path, *, trust_remote_code: bool = False) -> str:
+    """The format a checkpoint speaks, from its name and ``config.json``.
+
+    ``"ui-tars"`` for a UI-TARS checkpoint (its name or config mentions UI-TARS),
+    ``"qwen2.5-vl"`` for any other Qwen2-VL / Qwen2.5-VL model (the tiny test model
+    included); see :func:`uirl_agents.formats.infer_format`.
+
+    Raises:
+        ValueError: neither rule applies; pass the format explicitly.
+    """
+    name_or_path = str(name_or_path)
+    config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)
+    resolved = cached_file(name_or_path, "config.json", _raise_exceptions_for_missing_entries=False)
+    config_text = Path(resolved).read_text(encoding="utf-8") if resolved else ""
+    return infer_format(name_or_path, config.model_type, config_text)
 
 
 def default_device() -> torch.device:

@@ -52,6 +52,7 @@ def collect_episodes(
     keep_screenshots: bool = True,
     progress: bool | str = True,
     episode_prefix: str = "ep",
+    episode_ids: Sequence[str] | None = None,
 ) -> list[Episode]:
     """Run ``policy`` for every spec; return the episodes in spec order.
 
@@ -65,7 +66,16 @@ def collect_episodes(
             written (trainers need only the model's images; saves ~3 MB a step).
         progress: show a progress bar (a string is its description).
         episode_prefix: episode ids are ``{prefix}-{spec index}``.
+        episode_ids: the episode ids, one per spec, instead (a resumed run plays the
+            episodes it has not finished under their original ids).
+
+    Raises:
+        ValueError: ``episode_ids`` is not one id per spec.
     """
+    if episode_ids is None:
+        episode_ids = [f"{episode_prefix}-{k}" for k in range(len(specs))]
+    if len(episode_ids) != len(specs):
+        raise ValueError(f"Expected one episode id per spec ({len(specs)}), got {len(episode_ids)}")
     queue = deque(enumerate(specs))
     free = deque(range(envs.num_envs))
     running: dict[int, tuple[int, Episode, dict[str, Any]]] = {}
@@ -77,7 +87,7 @@ def collect_episodes(
         unit="ep",
     )
     while queue or running:
-        _start_episodes(policy, envs, queue, free, running, episode_prefix)
+        _start_episodes(policy, envs, queue, free, running, episode_ids)
         indices = list(running)
         observations = [running[i][2] for i in indices]
         t0 = time.perf_counter()
@@ -129,7 +139,7 @@ def _start_episodes(
     queue: deque[tuple[int, EpisodeSpec]],
     free: deque[int],
     running: dict[int, tuple[int, Episode, dict[str, Any]]],
-    prefix: str,
+    episode_ids: Sequence[str],
 ) -> None:
     starts: dict[int, tuple[int, EpisodeSpec]] = {}
     while queue and free:
@@ -141,7 +151,7 @@ def _start_episodes(
         obs, info = resets[i]
         policy.begin_episode(i)
         episode = Episode(
-            episode_id=f"{prefix}-{spec_index}",
+            episode_id=episode_ids[spec_index],
             agent=policy.name,
             seed=spec.seed,
             options=dict(spec.options),

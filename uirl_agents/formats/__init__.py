@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 
 from .base import (
     FormatConfig,
@@ -44,6 +45,43 @@ def get_format(name: str, config: FormatConfig | None = None) -> ModelFormat:
     return FORMATS[name](config)
 
 
+# Names a UI-TARS checkpoint goes by: "UI-TARS-1.5-7B", "ui_tars", "uitars15".
+_UI_TARS_NAME = re.compile(r"ui[-_ ]?tars", re.IGNORECASE)
+_QWEN_VL_NAME = re.compile(r"qwen2(?:\.5|_5)?[-_ ]?vl", re.IGNORECASE)
+QWEN_VL_MODEL_TYPES = ("qwen2_5_vl", "qwen2_vl")
+
+
+def infer_format(name: str, model_type: str | None = None, config_text: str = "") -> str:
+    """The format a model speaks, from its name and config, when none is given.
+
+    UI-TARS is fine-tuned from Qwen2.5-VL and shares its ``model_type``, so the UI-TARS
+    check (the name or the config mentions UI-TARS) comes first; any other
+    Qwen2-VL / Qwen2.5-VL model speaks the Qwen2.5-VL format.
+
+    Args:
+        name: the checkpoint path, Hub id or served model name.
+        model_type: the config's ``model_type`` (None: unknown, e.g. a served model).
+        config_text: the raw ``config.json`` (searched for a UI-TARS mention).
+
+    Raises:
+        ValueError: neither rule applies; the message says to pass the format.
+
+    >>> infer_format("ByteDance-Seed/UI-TARS-1.5-7B", "qwen2_5_vl")
+    'ui-tars'
+    >>> infer_format("/models/tiny", "qwen2_5_vl")
+    'qwen2.5-vl'
+    """
+    if _UI_TARS_NAME.search(name) or _UI_TARS_NAME.search(config_text):
+        return UITarsFormat.name
+    if model_type in QWEN_VL_MODEL_TYPES or (model_type is None and _QWEN_VL_NAME.search(name)):
+        return Qwen25VLFormat.name
+    raise ValueError(
+        f"Cannot tell the format of {name!r} (model_type {model_type!r}): expected a UI-TARS "
+        f"checkpoint or model_type in {list(QWEN_VL_MODEL_TYPES)}; pass the format explicitly, "
+        f"one of {sorted(FORMATS)}"
+    )
+
+
 __all__ = [
     "FORMATS",
     "FormatConfig",
@@ -54,5 +92,6 @@ __all__ = [
     "ScreenGeometry",
     "UITarsFormat",
     "get_format",
+    "infer_format",
     "smart_resize",
 ]

@@ -34,7 +34,7 @@ from transformers.processing_utils import ProcessorMixin
 
 from uirl_agents.formats import FormatConfig, ModelFormat, get_format
 from uirl_agents.formats.base import Message
-from uirl_agents.models import load_model_and_processor
+from uirl_agents.models import detect_format, load_model_and_processor
 from uirl_agents.policies.base import PolicyStep
 from uirl_agents.policies.context import EpisodeContexts
 
@@ -260,7 +260,7 @@ class HFPolicy:
     def from_pretrained(
         cls,
         name_or_path: str,
-        format_name: str,
+        format_name: str | None = None,
         config: HFPolicyConfig | None = None,
         *,
         adapter_path: str | None = None,
@@ -270,11 +270,21 @@ class HFPolicy:
 
         Args:
             name_or_path: a local checkpoint or cached Hub id.
-            format_name: "ui-tars" or "qwen2.5-vl".
+            format_name: "ui-tars" or "qwen2.5-vl"; None picks it from the checkpoint
+                (:func:`uirl_agents.models.detect_format`).
             config: prompting and sampling settings.
             adapter_path: a peft LoRA adapter to load on top.
             **model_kwargs: passed to :func:`uirl_agents.models.load_model`.
+
+        Raises:
+            ValueError: no format given and none can be told from the checkpoint.
         """
+        if format_name is None:
+            # Before loading the weights: a checkpoint we cannot place fails fast.
+            format_name = detect_format(
+                name_or_path, trust_remote_code=model_kwargs.get("trust_remote_code", False)
+            )
+            logger.info("format for %s: %s (from its config)", name_or_path, format_name)
         model, processor = load_model_and_processor(
             name_or_path, adapter_path=adapter_path, **model_kwargs
         )
