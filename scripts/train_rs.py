@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 
+from tqdm.contrib.logging import logging_redirect_tqdm
+
 from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.config import RSConfig
 from uirl_agents.trainers.rs import train_rs
@@ -26,7 +28,9 @@ def main(argv: list[str] | None = None) -> None:
         level=logging.INFO if main_process else logging.WARNING,
         format="%(asctime)s %(name)s: %(message)s",
     )
-    train_rs(config, output_dir)
+    # Log lines go through tqdm.write, so they never break a progress bar in two.
+    with logging_redirect_tqdm():
+        train_rs(config, output_dir)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from uirl_agents.trainers.config import GRPOConfig, RSConfig, TrainConfig
+from uirl_agents.trainers.metrics import MetricsBackendMissingError, check_backends
 
 logger = logging.getLogger(__name__)
 
@@ -186,6 +187,16 @@ def _type_name(tp: Any) -> str:
     return str(tp).replace("typing.", "").replace("<class '", "").replace("'>", "")
 
 
+def _argparse_text(text: str) -> str:
+    """``text`` made safe as an argparse help string: argparse %-formats help strings
+    (for ``%(default)s``), so a literal ``%`` ("~30% slower") must be doubled.
+
+    >>> _argparse_text("~30% slower")
+    '~30%% slower'
+    """
+    return text.replace("%", "%%")
+
+
 def build_arg_parser(cls: type, description: str) -> argparse.ArgumentParser:
     """``--config``, ``--output-dir`` and one ``--section.field`` option per config field."""
     parser = argparse.ArgumentParser(
@@ -200,7 +211,7 @@ def build_arg_parser(cls: type, description: str) -> argparse.ArgumentParser:
             dest=f"override:{name}",
             default=argparse.SUPPRESS,
             metavar=_type_name(tp).upper().replace(" ", ""),
-            help=f"{help_text} [default: {default!r}]",
+            help=_argparse_text(f"{help_text} [default: {default!r}]"),
         )
     return parser
 
@@ -209,7 +220,8 @@ def parse_args(cls: type[T], argv: list[str] | None, description: str) -> tuple[
     """Parse ``--config FILE --output-dir DIR [--section.field VALUE ...]``.
 
     Raises:
-        SystemExit: bad arguments (argparse), or a config error (its message is printed).
+        SystemExit: bad arguments (argparse), a config error, or a metric sink in
+            ``logging.report_to`` that is not installed (its message is printed).
     """
     parser = build_arg_parser(cls, description)
     args = parser.parse_args(argv)
@@ -220,7 +232,9 @@ def parse_args(cls: type[T], argv: list[str] | None, description: str) -> tuple[
     }
     try:
         config = load_config(cls, args.config, overrides)
-    except ValueError as exc:
+        # Before any work: a run that cannot log its metrics must not start at all.
+        check_backends(config.logging.report_to)  # type: ignore[attr-defined]
+    except (ValueError, MetricsBackendMissingError) as exc:
         parser.error(str(exc))
     return config, args.output_dir
 

@@ -7,6 +7,8 @@ episodes), ``eval/*`` (held-out seeds, greedy), ``train/*`` (the update), ``perf
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import logging
 import math
@@ -21,6 +23,56 @@ from uirl_agents.trajectories import Episode
 logger = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
+
+# Per metric sink: the module it needs and the extra that installs it.
+BACKENDS: dict[str, tuple[str, str]] = {
+    "tensorboard": ("tensorboard", "train"),
+    "wandb": ("wandb", "wandb"),
+}
+
+
+class MetricsBackendMissingError(ImportError):
+    """A metric sink (``logging.report_to``) whose package is not installed.
+
+    Attributes:
+        backend: the sink asked for ("tensorboard", "wandb").
+        extra: the uirl extra that installs it.
+    """
+
+    def __init__(self, backend: str, extra: str) -> None:
+        self.backend, self.extra = backend, extra
+        super().__init__(
+            f"logging.report_to asks for {backend!r}, but {BACKENDS[backend][0]} is not "
+            f"installed: pip install -e '.[{extra}]' (or drop {backend!r} from "
+            f"logging.report_to)"
+        )
+
+
+def check_backends(report_to: Sequence[str]) -> None:
+    """Check that every sink in ``report_to`` can be imported, without importing it.
+
+    Called when the config is read, so that a missing package fails the run before
+    any session starts or any model loads.
+
+    Raises:
+        MetricsBackendMissingError: a sink's package is not installed.
+    """
+    for backend in report_to:
+        module, extra = BACKENDS[backend]
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ValueError:  # in sys.modules without a spec: treat as importable
+            found = True
+        if not found:
+            raise MetricsBackendMissingError(backend, extra)
+
+
+def _import_backend(backend: str) -> Any:
+    module, extra = BACKENDS[backend]
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MetricsBackendMissingError(backend, extra) from exc
 
 
 class MetricsLogger:
@@ -37,7 +89,8 @@ class MetricsLogger:
             are dropped from ``metrics.jsonl`` and purged from TensorBoard.
 
     Raises:
-        ImportError: wandb is asked for but not installed.
+        MetricsBackendMissingError: a sink in ``report_to`` is not installed (checked
+            for all sinks before any is opened).
     """
 
     def __init__(
@@ -50,17 +103,18 @@ class MetricsLogger:
         config: dict[str, Any],
         start_step: int = 0,
     ) -> None:
+        check_backends(report_to)
         self.path = output_dir / METRICS_FILE
         self._truncate(start_step)
         self._tb = None
         self._wandb = None
         if "tensorboard" in report_to:
+            _import_backend("tensorboard")
             from torch.utils.tensorboard import SummaryWriter
 
             self._tb = SummaryWriter(str(log_dir), purge_step=start_step or None)
         if "wandb" in report_to:
-            import wandb  # only runs that ask for W&B need it
-
+            wandb = _import_backend("wandb")  # only runs that ask for W&B need it
             self._wandb = wandb.init(
                 project=wandb_project, name=run_name, config=config, resume="allow"
             )
