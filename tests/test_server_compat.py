@@ -132,3 +132,13 @@ def test_every_pyautogui_key_name_is_accepted(client: SessionClient) -> None:
     for keys in ("ctrl+shift+c", "CTRL+A", "shift+tab", "alt+f4", "win+d", "ctrl+num5"):
         assert act(base, action_type="keys", keys=keys).status_code == 200, keys
     assert client.health()["browser_alive"]
+
+
+def test_long_text_upstream_would_type_is_typed(client: SessionClient) -> None:
+    """The action space caps text at 512; an upstream client may send more."""
+    client.reset(seed=0, options={"rows": [0]})
+    x, y = centre(client.oracle()["inputs"]["email"]["box"])
+    act(client.base_url, action_type="left_click", x=x, y=y)
+    response = act(client.base_url, action_type="type", text="é" * 600)
+    assert response.status_code == 200, response.text
+    assert client.oracle()["inputs"]["email"]["value"] == "é" * 600

@@ -80,49 +80,132 @@ MODIFIER_KEYS = {
     "super": "Meta",
     "win": "Meta",
 }
-NAMED_KEYS = {
-    name.lower(): name
-    for name in (
-        "Enter",
-        "Tab",
-        "Escape",
-        "Backspace",
-        "Delete",
-        "Insert",
-        "Home",
-        "End",
-        "PageUp",
-        "PageDown",
-        "ArrowUp",
-        "ArrowDown",
-        "ArrowLeft",
-        "ArrowRight",
-        "Space",
-        *(f"F{i}" for i in range(1, 13)),
+# Playwright's own key names (its US keyboard layout): accepted in any letter case.
+PLAYWRIGHT_KEYS = (
+    "Enter", "Tab", "Escape", "Backspace", "Delete", "Insert", "Home", "End", "PageUp",
+    "PageDown", "ArrowUp", "ArrowDown", "ArrowLeft", "ArrowRight", "Space", "CapsLock",
+    "NumLock", "ScrollLock", "Pause", "PrintScreen", "ContextMenu", "Control", "Shift",
+    "Alt", "Meta", "ControlLeft", "ControlRight", "ShiftLeft", "ShiftRight", "AltLeft",
+    "AltRight", "AltGraph", "MetaLeft", "MetaRight", "AudioVolumeMute", "AudioVolumeDown",
+    "AudioVolumeUp", "MediaTrackNext", "MediaTrackPrevious", "MediaPlayPause",
+    "NumpadDivide", "NumpadMultiply", "NumpadSubtract", "NumpadAdd", "NumpadDecimal",
+    "NumpadEnter", *(f"Numpad{i}" for i in range(10)), *(f"F{i}" for i in range(1, 13)),
+)  # fmt: skip
+# Keys that pyautogui knows but Playwright's keyboard does not: sent through CDP
+# (``Input.dispatchKeyEvent``) as DOM key values, with their Windows virtual key codes.
+CDP_KEYS: dict[str, int] = {
+    "Accept": 0x1E, "BrowserBack": 0xA6, "BrowserFavorites": 0xAB, "BrowserForward": 0xA7,
+    "BrowserHome": 0xAC, "BrowserRefresh": 0xA8, "BrowserSearch": 0xAA, "BrowserStop": 0xA9,
+    "Clear": 0x0C, "Convert": 0x1C, "Execute": 0x2B, "FinalMode": 0x18, "Fn": 0,
+    "HangulMode": 0x15, "HanjaMode": 0x19, "JunjaMode": 0x17, "KanaMode": 0x15,
+    "KanjiMode": 0x19, "Help": 0x2F, "LaunchApplication1": 0xB6,
+    "LaunchApplication2": 0xB7, "LaunchMail": 0xB4, "LaunchMediaPlayer": 0xB5,
+    "ModeChange": 0x1F, "NonConvert": 0x1D, "MediaStop": 0xB2, "Print": 0x2A,
+    "Select": 0x29, "Separator": 0x6C, "Standby": 0x5F, "IntlYen": 0,
+    **{f"F{i}": 0x70 + i - 1 for i in range(13, 25)},
+}  # fmt: skip
+# pyautogui's KEYBOARD_KEYS (0.9.54) that are names, not characters, mapped to the
+# Playwright (or CDP) key they press. Upstream's server passes ``keys`` to
+# ``pyautogui.hotkey``, so every name it knows must work here too.
+PYAUTOGUI_KEYS = {
+    "accept": "Accept", "add": "NumpadAdd", "alt": "Alt", "altleft": "AltLeft",
+    "altright": "AltRight", "apps": "ContextMenu", "backspace": "Backspace",
+    "browserback": "BrowserBack", "browserfavorites": "BrowserFavorites",
+    "browserforward": "BrowserForward", "browserhome": "BrowserHome",
+    "browserrefresh": "BrowserRefresh", "browsersearch": "BrowserSearch",
+    "browserstop": "BrowserStop", "capslock": "CapsLock", "clear": "Clear",
+    "convert": "Convert", "ctrl": "Control", "ctrlleft": "ControlLeft",
+    "ctrlright": "ControlRight", "decimal": "NumpadDecimal", "del": "Delete",
+    "delete": "Delete", "divide": "NumpadDivide", "down": "ArrowDown", "end": "End",
+    "enter": "Enter", "esc": "Escape", "escape": "Escape", "execute": "Execute",
+    **{f"f{i}": f"F{i}" for i in range(1, 25)},
+    "final": "FinalMode", "fn": "Fn", "hanguel": "HangulMode", "hangul": "HangulMode",
+    "hanja": "HanjaMode", "help": "Help", "home": "Home", "insert": "Insert",
+    "junja": "JunjaMode", "kana": "KanaMode", "kanji": "KanjiMode",
+    "launchapp1": "LaunchApplication1", "launchapp2": "LaunchApplication2",
+    "launchmail": "LaunchMail", "launchmediaselect": "LaunchMediaPlayer",
+    "left": "ArrowLeft", "modechange": "ModeChange", "multiply": "NumpadMultiply",
+    "nexttrack": "MediaTrackNext", "nonconvert": "NonConvert",
+    **{f"num{i}": f"Numpad{i}" for i in range(10)},
+    "numlock": "NumLock", "pagedown": "PageDown", "pageup": "PageUp", "pause": "Pause",
+    "pgdn": "PageDown", "pgup": "PageUp", "playpause": "MediaPlayPause",
+    "prevtrack": "MediaTrackPrevious", "print": "Print", "printscreen": "PrintScreen",
+    "prntscrn": "PrintScreen", "prtsc": "PrintScreen", "prtscr": "PrintScreen",
+    "return": "Enter", "right": "ArrowRight", "scrolllock": "ScrollLock",
+    "select": "Select", "separator": "Separator", "shift": "Shift",
+    "shiftleft": "ShiftLeft", "shiftright": "ShiftRight", "sleep": "Standby",
+    "space": "Space", "stop": "MediaStop", "subtract": "NumpadSubtract", "tab": "Tab",
+    "up": "ArrowUp", "volumedown": "AudioVolumeDown", "volumemute": "AudioVolumeMute",
+    "volumeup": "AudioVolumeUp", "win": "Meta", "winleft": "MetaLeft",
+    "winright": "MetaRight", "yen": "IntlYen", "command": "Meta", "option": "Alt",
+    "optionleft": "AltLeft", "optionright": "AltRight",
+}  # fmt: skip
+# pyautogui's whitespace "characters": keys, not text.
+WHITESPACE_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", " ": "Space"}
+# Every accepted key name, lower-cased, and what it presses.
+NAMED_KEYS = (
+    {name.lower(): name for name in PLAYWRIGHT_KEYS}
+    | {name.lower(): name for name in CDP_KEYS}
+    | PYAUTOGUI_KEYS
+    | MODIFIER_KEYS
+    | {"pgup": "PageUp", "pgdn": "PageDown", "super": "Meta", "meta": "Meta"}
+)
+
+
+def key_sequence(keys: str) -> list[str]:
+    """The keys of a combination such as ``ctrl+c``, as Playwright (or CDP) names them.
+
+    Like ``pyautogui.hotkey``, the keys are pressed in order and released in reverse, so
+    any key may come before the last one (``ctrl+shift``, ``shift+tab``).
+
+    Raises:
+        ValueError: empty, too long, or a part that is not a known key name.
+    """
+    if not keys or (not keys.strip() and keys not in WHITESPACE_KEYS):
+        raise ValueError("keys: must not be empty, e.g. 'ctrl+c', 'Enter', 'shift+Tab'")
+    if len(keys) > MAX_KEYS_LENGTH:
+        raise ValueError(f"keys: at most {MAX_KEYS_LENGTH} characters, got {len(keys)}")
+    if keys in WHITESPACE_KEYS:
+        return [WHITESPACE_KEYS[keys]]
+    # "ctrl++" means Control and the plus key.
+    stripped = keys.strip()
+    parts = stripped.split("+")
+    if stripped.endswith("++") or stripped == "+":
+        parts = [*parts[:-2], "+"]
+    parts = [p.strip() for p in parts]
+    return [_key_name(part, keys, last=i == len(parts) - 1) for i, part in enumerate(parts)]
+
+
+def _key_name(part: str, keys: str, *, last: bool) -> str:
+    if part.lower() in NAMED_KEYS:
+        return NAMED_KEYS[part.lower()]
+    if len(part) == 1 and part.isascii() and part.isprintable():
+        return part
+    if len(part) == 1 or (part and not part.isascii()):
+        raise ValueError(
+            f"keys: {part!r} in {keys!r} is not a key on the keyboard (only ASCII "
+            "characters and key names are); to enter it, use action_type=type with "
+            f"text={part!r}"
+        )
+    if not last:
+        raise ValueError(
+            f"keys: unknown modifier {part!r} in {keys!r}; allowed: "
+            f"{', '.join(sorted(MODIFIER_KEYS))} or any key name"
+        )
+    raise ValueError(
+        f"keys: unknown key {part!r} in {keys!r}; use a single ASCII character or a key "
+        "name: pyautogui's (enter, tab, esc, pgdn, f1, num0, volumeup, ...) or "
+        f"Playwright's ({', '.join(PLAYWRIGHT_KEYS[:14])}, ...); docs/protocol.md lists all"
     )
-}
-NAMED_KEYS |= {
-    "return": "Enter",
-    "esc": "Escape",
-    "del": "Delete",
-    "up": "ArrowUp",
-    "down": "ArrowDown",
-    "left": "ArrowLeft",
-    "right": "ArrowRight",
-    "pgup": "PageUp",
-    "pgdn": "PageDown",
-    "pageup": "PageUp",
-    "pagedown": "PageDown",
-    "space": "Space",
-}
 
 
 def parse_keys(keys: str) -> str:
     """Turn a key combination such as ``ctrl+c`` or ``shift+Tab`` into Playwright's form.
 
     Args:
-        keys: modifiers and one key joined by ``+`` (case-insensitive names;
-            a single printable character is taken as is).
+        keys: keys joined by ``+`` (case-insensitive names; a single printable ASCII
+            character is taken as is): pyautogui's names, Playwright's, and the usual
+            modifier spellings (``ctrl``, ``cmd``, ``super``, ...).
 
     Returns:
         The combination as Playwright's ``keyboard.press`` expects it, e.g. ``Control+c``.
@@ -130,35 +213,7 @@ def parse_keys(keys: str) -> str:
     Raises:
         ValueError: empty, too long, or a part that is not a known key name.
     """
-    if not keys or not keys.strip():
-        raise ValueError("keys: must not be empty, e.g. 'ctrl+c', 'Enter', 'shift+Tab'")
-    if len(keys) > MAX_KEYS_LENGTH:
-        raise ValueError(f"keys: at most {MAX_KEYS_LENGTH} characters, got {len(keys)}")
-    # "ctrl++" means Control and the plus key.
-    parts = keys.strip().split("+")
-    if keys.strip().endswith("++"):
-        parts = [*parts[:-2], "+"]
-    *modifiers, key = [p.strip() for p in parts]
-    out = []
-    for mod in modifiers:
-        if mod.lower() not in MODIFIER_KEYS:
-            raise ValueError(
-                f"keys: unknown modifier {mod!r} in {keys!r}; "
-                f"allowed: {', '.join(sorted(set(MODIFIER_KEYS)))}"
-            )
-        out.append(MODIFIER_KEYS[mod.lower()])
-    if len(key) == 1 and key.isprintable():
-        out.append(key)
-    elif key.lower() in NAMED_KEYS:
-        out.append(NAMED_KEYS[key.lower()])
-    elif key.lower() in MODIFIER_KEYS and not modifiers:
-        out.append(MODIFIER_KEYS[key.lower()])
-    else:
-        raise ValueError(
-            f"keys: unknown key {key!r} in {keys!r}; use a single character or one of "
-            f"{', '.join(sorted(set(NAMED_KEYS.values())))}"
-        )
-    return "+".join(out)
+    return "+".join(key_sequence(keys))
 
 
 @dataclass(frozen=True)
@@ -193,16 +248,24 @@ class Action:
                 f"{', '.join(t.value for t in ActionType)}"
             ) from None
         if self.direction is not None:
+            # Upstream compares ``direction.lower()``: "Down" and "UP" are fine.
+            direction = self.direction
+            if isinstance(direction, str) and not isinstance(direction, ScrollDirection):
+                direction = direction.strip().lower()
             try:
-                object.__setattr__(self, "direction", ScrollDirection(self.direction))
+                object.__setattr__(self, "direction", ScrollDirection(direction))
             except ValueError:
                 raise ValueError(
                     f"direction: unknown {self.direction!r}; allowed: "
                     f"{', '.join(d.value for d in ScrollDirection)}"
                 ) from None
 
-    def validate(self) -> Action:
+    def validate(self, *, max_text_length: int = MAX_TEXT_LENGTH) -> Action:
         """Check that the fields fit the type and the screen; return self.
+
+        Args:
+            max_text_length: the longest ``type`` text (the session server, serving
+                upstream clients too, allows more than the action space's 512).
 
         Raises:
             ValueError: naming the field and what is allowed.
@@ -223,11 +286,12 @@ class Action:
                         f"allowed 0..{limit - 1}"
                     )
         if t is ActionType.TYPE:
-            if not self.text:
-                raise ValueError("text: type needs a non-empty text")
-            if len(self.text) > MAX_TEXT_LENGTH:
+            # Empty text types nothing, as pyautogui.typewrite("") does (a no-op).
+            if self.text is None:
+                raise ValueError("text: type needs a text, e.g. text=hello")
+            if len(self.text) > max_text_length:
                 raise ValueError(
-                    f"text: at most {MAX_TEXT_LENGTH} characters, got {len(self.text)}"
+                    f"text: at most {max_text_length} characters, got {len(self.text)}"
                 )
         if t is ActionType.KEYS:
             parse_keys(self.keys or "")

@@ -36,6 +36,9 @@ from uirl_gym.server.browser import ImageFormat
 ACT_PARAMS = ("action_type", "x", "y", "text", "keys", "direction", "amount", "delay")
 ACT_PARAMS += ("format", "quality")
 MAX_DELAY_S = 10.0
+# Longer than the action space's 512: upstream types whatever fits in a URL. Bounded so
+# that one request cannot hold the session for minutes (~2-5 ms per character).
+MAX_TYPED_TEXT = 8192
 # Actions a session performs (``finish`` is the env's, see the module docstring).
 SESSION_ACTIONS = tuple(t for t in ActionType if t is not ActionType.FINISH)
 # The fields each action type reads; anything else it is given is ignored.
@@ -96,7 +99,7 @@ def parse_act_query(query: Mapping[str, str]) -> ActRequest:
         fields["direction"] = query["direction"]
     if "amount" in used and _given(query, "amount"):
         fields["amount"] = _clamp("amount", _int(query, "amount"), 1, MAX_SCROLL_AMOUNT, clamped)
-    action = Action(**fields).validate()
+    action = Action(**fields).validate(max_text_length=MAX_TYPED_TEXT)
     delay = _float(query, "delay", 0.0)
     quality = _int(query, "quality") if _given(query, "quality") else 90
     try:

@@ -58,9 +58,10 @@ from uirl_gym.server.guards import MAX_BODY_BYTES, BodyLimitMiddleware
 logger = logging.getLogger(__name__)
 
 PROXY_PREFIX = b"/proxy/"
-# Session paths are short (``/act?...`` with at most 512 characters of text, percent-
-# encoded): anything longer is not the protocol.
-MAX_TARGET_BYTES = 8192
+# Session requests are short: the longest is ``/act?action_type=type&text=...`` with
+# 8192 characters of text, percent-encoded (up to 12 bytes a character); anything longer
+# is not the protocol.
+MAX_TARGET_BYTES = 64 * 1024
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Hop-by-hop headers (RFC 9110 7.6.1) and those httpx recomputes: never forwarded.
 HOP_HEADERS = frozenset(
