@@ -15,7 +15,6 @@ import threading
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Protocol, runtime_checkable
 
 
@@ -59,9 +58,8 @@ class SessionInfo:
 
     session_id: str
     base_url: str
-    headers: Mapping[str, str] = field(
-        default_factory=lambda: MappingProxyType({}), repr=False, compare=False
-    )
+    # A plain dict (not a read-only proxy): SessionInfo must stay picklable and copyable.
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
 
 # Credentials of the sessions this process's runtimes handed out, by base URL: the
