@@ -444,6 +444,9 @@ def test_warm_pool_end_to_end_through_the_proxy(
             assert {"submitted_row_indices", "num_incorrect_submissions"} <= set(client.progress())
         finally:
             client.close()
+        # The answers are not for whoever holds the URL (the agent): no token, 401.
+        oracle = requests.get(f"{session.base_url}/oracle", timeout=10)
+        assert oracle.status_code == 401 and "X-UIRL-Token" in oracle.json()["detail"]
         # A 4xx and its JSON body pass through the proxy unchanged.
         bad = requests.get(f"{session.base_url}/act", params={"action_type": "fly"}, timeout=10)
         assert bad.status_code == 400 and "action_type" in bad.json()["detail"]

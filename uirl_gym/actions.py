@@ -182,8 +182,9 @@ def _key_name(part: str, keys: str, *, last: bool) -> str:
     if len(part) == 1 and part.isascii() and part.isprintable():
         return part
     if len(part) == 1 or (part and not part.isascii()):
+        where = "" if part == keys else f" in {keys!r}"
         raise ValueError(
-            f"keys: {part!r} in {keys!r} is not a key on the keyboard (only ASCII "
+            f"keys: {part!r}{where} is not a key on the keyboard (only ASCII "
             "characters and key names are); to enter it, use action_type=type with "
             f"text={part!r}"
         )
