@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
 import requests
 
 from uirl_gym.runtimes.base import TOKEN_HEADER, SessionInfo, session_headers
-from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 from uirl_gym.server.guards import MAX_BODY_BYTES
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 
@@ -113,14 +114,21 @@ def test_bodies_over_the_limit_are_a_413(base: str) -> None:
     assert bare.status_code == 413
 
 
-def test_server_started_by_hand_takes_its_token_from_the_environment(
-    runtime: LocalRuntime,
-) -> None:
-    """The local runtime's token reaches the server through its environment, not argv."""
+def test_the_token_stays_out_of_argv_and_the_browser(runtime: LocalRuntime) -> None:
+    """The local runtime hands the token over in the server's environment (argv is
+    readable by every local user); the server drops it before starting Chromium."""
     info = runtime.acquire()
     try:
-        cmdline = open(f"/proc/{runtime.pid(info)}/cmdline", "rb").read()
-        assert info.headers[TOKEN_HEADER].encode() not in cmdline
+        token = info.headers[TOKEN_HEADER].encode()
+        server = runtime.pid(info)
+        assert token not in Path(f"/proc/{server}/cmdline").read_bytes()
+        children = descendant_pids(server)
+        assert children, "no Playwright driver / Chromium under the server"
+        for pid in children:
+            try:
+                assert token not in Path(f"/proc/{pid}/environ").read_bytes(), pid
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # a short-lived helper that is gone already
         assert "token" not in repr(info).lower()
     finally:
         runtime.release(info)
