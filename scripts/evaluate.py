@@ -18,11 +18,13 @@ import random
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from uirl_agents.evaluate import (
     AGENT_SYNTAX,
+    AgentResult,
     AgentSpecError,
     RunMismatchError,
     agent_run_dir,
@@ -87,26 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         return evaluate(parse_args(argv))
 
 
-def evaluate(args: argparse.Namespace) -> int:
-    rng = random.Random(args.seed)
-    specs = [
-        EpisodeSpec(seed=args.seed + k, options={"num_rows": rng.randint(*args.rows)})
-        for k in range(args.episodes)
-    ]
-    settings = {
-        "episodes": args.episodes,
-        "rows": "-".join(map(str, sorted(set(args.rows)))),
-        "seed": args.seed,
-        "num_envs": args.num_envs,
-        "max_steps": args.max_steps,
-    }
-    labels = [spec.label for spec in args.agents]
-    try:
-        prepare_run(args.out, settings, labels, resume=args.resume, overwrite=args.overwrite)
-    except RunMismatchError as exc:
-        print(f"evaluate.py: error: {exc}", file=sys.stderr)
-        return 2
-    results = []
+def run_agents(
+    args: argparse.Namespace, specs: list[EpisodeSpec], settings: dict[str, Any]
+) -> tuple[list[AgentResult], list[Path]]:
+    """Every agent in turn on the same sessions; the reports after each one."""
+    results: list[AgentResult] = []
     reports: list[Path] = []
     envs = SessionVectorEnv(args.num_envs)
     try:
@@ -127,6 +114,29 @@ def evaluate(args: argparse.Namespace) -> int:
             reports = write_reports(args.out, results, settings)
     finally:
         envs.close()
+    return results, reports
+
+
+def evaluate(args: argparse.Namespace) -> int:
+    rng = random.Random(args.seed)
+    specs = [
+        EpisodeSpec(seed=args.seed + k, options={"num_rows": rng.randint(*args.rows)})
+        for k in range(args.episodes)
+    ]
+    settings = {
+        "episodes": args.episodes,
+        "rows": "-".join(map(str, sorted(set(args.rows)))),
+        "seed": args.seed,
+        "num_envs": args.num_envs,
+        "max_steps": args.max_steps,
+    }
+    labels = [spec.label for spec in args.agents]
+    try:
+        prepare_run(args.out, settings, labels, resume=args.resume, overwrite=args.overwrite)
+        results, reports = run_agents(args, specs, settings)
+    except RunMismatchError as exc:
+        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        return 2
     if args.leaderboard:
         append_leaderboard(args.leaderboard, results, settings)
     print(markdown_table(results))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import signal
 import subprocess
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from terminal import check_one_bar_per_job
 
 from uirl_agents.evaluate import (
     AgentSpecError,
@@ -144,28 +144,6 @@ def test_readme_quickstart(tmp_path: Path) -> None:
     assert summary["result"] == by_agent["hf:tiny"]
     check_replay_opens_in_chromium(out / "expert" / "index.html", episodes=2)
     check_one_bar_per_job(stderr, ["expert", "random", "hf:tiny"])
-
-
-def terminal_lines(stream: str) -> list[str]:
-    """What a terminal shows for ``stream``: a carriage return overwrites the line."""
-    shown = []
-    for raw in stream.split("\n"):
-        line: list[str] = []
-        for segment in raw.split("\r"):
-            line[: len(segment)] = segment
-        shown.append("".join(line).rstrip())
-    return shown
-
-
-def check_one_bar_per_job(stderr: str, jobs: list[str]) -> None:
-    """Every log line on a line of its own, and one bar line per job: a log record
-    written while a bar is drawn must not leave a bar fragment behind."""
-    lines = terminal_lines(stderr)
-    for job in jobs:
-        bars = [li for li in lines if li.startswith(f"{job}: ") and "%|" in li]
-        assert len(bars) == 1, bars
-    for li in lines:
-        assert "%|" not in li or not re.search(r"(INFO|WARNING) \S+: ", li), li
 
 
 def run_evaluate(*args: str, **popen: Any) -> subprocess.Popen[str]:

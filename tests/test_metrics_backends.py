@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,13 @@ def test_wandb_offline_run_logs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     for step in range(3):
         metrics.log({"rollout/reward_mean": 0.5 * step, "train/loss": float("nan")}, step=step)
     metrics.close()
-    # The offline run file holds the records `wandb sync` would upload (protobuf).
+    # The offline run file holds the records `wandb sync` would upload (protobuf);
+    # W&B's service process writes it behind finish(), so wait for it (bounded).
     (run_file,) = (tmp_path / "wandb").glob("offline-run-*/run-*.wandb")
-    records = run_file.read_bytes()
+    deadline = time.monotonic() + 60
+    while b"offline-test" not in (records := run_file.read_bytes()):
+        assert time.monotonic() < deadline, f"{run_file}: {len(records)} bytes after 60 s"
+        time.sleep(0.1)
     assert b"rollout/reward_mean" in records and b"offline-test" in records
     assert b"train/loss" not in records  # NaN is never sent
     assert [r["step"] for r in read_metrics(tmp_path)] == [0, 1, 2]

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from terminal import check_one_bar_per_job
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "scripts").glob("*.py"))
@@ -36,3 +37,49 @@ def test_every_script_help_renders() -> None:
         assert "%(" not in stdout, name
         if name.startswith("train_"):
             assert "~30% slower" in stdout, name  # the help that once broke it
+
+
+# Runs a train script's main() with the trainer replaced by a job that logs while its
+# progress bar is drawn: the script's own logging setup decides what the terminal shows.
+FAKE_TRAINER = """
+import logging, runpy, sys
+from tqdm.auto import tqdm
+
+def fake_trainer(config, output_dir):
+    bar = tqdm(total=2, desc="job")
+    bar.update(1)
+    logging.getLogger("uirl_agents.trainers").info("a log line while the bar is drawn")
+    bar.update(1)
+    bar.close()
+
+script, trainer, out = sys.argv[1:]
+main = runpy.run_path(script)["main"]
+main.__globals__[trainer] = fake_trainer
+main(["--config", "scripts/configs/tiny_cpu.yaml", "--output-dir", out])
+"""
+
+
+@pytest.mark.slow
+def test_train_scripts_log_above_the_bars(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    procs = {
+        script: subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                FAKE_TRAINER,
+                f"scripts/{script}.py",
+                script,
+                str(tmp_path / script),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,  # bytes: text mode turns the bars' \r into newlines
+        )
+        for script in ("train_rs", "train_grpo")
+    }
+    for script, proc in procs.items():
+        stderr = proc.communicate(timeout=300)[1].decode()
+        assert proc.returncode == 0, f"{script}: {stderr[-3000:]}"
+        assert "a log line while the bar is drawn" in stderr, script
+        check_one_bar_per_job(stderr, ["job"], log_line="a log line while the bar is drawn")

@@ -388,8 +388,7 @@ def prepare_run(
         ]:
             stale.unlink(missing_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    payload = {"settings": settings, "agents": list(labels)}
-    run_file.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    _write_json(run_file, {"settings": settings, "agents": list(labels)})
 
 
 def run_agent(
@@ -430,11 +429,12 @@ def run_agent(
         logger.info(
             "%s: %d of %d episodes already done", spec.label, len(ids) - len(todo), len(ids)
         )
-    if not todo and summary_path.exists():
-        format_name = json.loads(summary_path.read_text(encoding="utf-8"))["result"]["format"]
-    else:
-        policy, format_name = build_policy(spec, lambda i: envs.envs[i].oracle(), out_dir, seed)
+
+    def oracle(i: int) -> dict[str, Any]:  # the expert's privileged view of sub-env i
+        return envs.envs[i].oracle()
+
     if todo:
+        policy, format_name = build_policy(spec, oracle, out_dir, seed)
         with TrajectoryWriter(run_dir, append=resume) as writer:
             played = collect_episodes(
                 policy,
@@ -447,8 +447,19 @@ def run_agent(
                 episode_ids=[ids[k] for k in todo],
             )
         finished.update((e.episode_id, e) for e in played)
+    elif summary_path.exists():
+        format_name = json.loads(summary_path.read_text(encoding="utf-8"))["result"]["format"]
+    else:
+        # Killed after its last episode but before its summary: the format needs the model.
+        _, format_name = build_policy(spec, oracle, out_dir, seed)
     write_viewer(run_dir)
     result = summarise(spec.label, [finished[i] for i in ids], format_name)
-    payload = {"settings": settings, "result": asdict(result)}
-    summary_path.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    _write_json(summary_path, {"settings": settings, "result": asdict(result)})
     return result
+
+
+def _write_json(path: Path, payload: dict[str, Any]) -> None:
+    """Write ``path`` whole or not at all: a resumed run reads it back."""
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=2), encoding="utf-8")
+    os.replace(tmp, path)
