@@ -251,3 +251,40 @@ def test_requests_run_concurrently(server: StandInServer) -> None:
         elapsed = time.perf_counter() - start
     assert len(steps) == 4 and server.max_in_flight >= 2
     assert elapsed < 4 * 0.3
+
+
+def test_trainer_rollouts_send_the_whole_sampling_configuration(server: StandInServer) -> None:
+    # vLLM fills any field left out from the checkpoint's generation_config.json
+    # (Qwen2.5-VL: top_k 1, repetition_penalty 1.05): the trainer sends every one.
+    pytest.importorskip("torch")
+    from uirl_agents.trainers.cli import load_config
+    from uirl_agents.trainers.common import vllm_policy
+    from uirl_agents.trainers.config import GRPOConfig
+
+    overrides = {
+        "model.format": "ui-tars",
+        "rollout.vllm_base_url": server.url,
+        "rollout.temperature": "0.7",
+        "rollout.top_p": "0.95",
+        "rollout.max_new_tokens": "64",
+        "rollout.extra_body": "{min_p: 0.05, seed: 3}",
+    }
+    config = load_config(GRPOConfig, None, overrides)
+    policy = vllm_policy(config, "run-iter3", FormatConfig())
+    policy.begin_episode(0)
+    policy.act(_observations(1), [0])
+    (body,) = server.requests
+    sampling = {k: body[k] for k in body if k not in ("messages", "logprobs", "return_token_ids")}
+    assert sampling == {
+        "model": "run-iter3",
+        "temperature": 0.7,
+        "top_p": 0.95,
+        "max_tokens": 64,
+        "top_k": -1,
+        "min_p": 0.05,  # the user's extra_body wins
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "n": 1,
+        "seed": 3,
+    }

@@ -121,6 +121,7 @@ def completion_logprobs(
     images: Sequence[Sequence[np.ndarray]],
     completion_ids: Sequence[Sequence[int]],
     temperature: float = 1.0,
+    entropies: list[torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """Per-token logprobs of given completions, with one batched forward pass.
 
@@ -136,6 +137,8 @@ def completion_logprobs(
         images: per sample, the images in placeholder order.
         completion_ids: per sample, the completion token ids (may be empty).
         temperature: the sampling temperature the logprobs are scaled with.
+        entropies: when given, receives per sample the entropy of the (temperature
+            scaled) next-token distribution at each completion position (no gradient).
 
     Returns:
         Per sample, a float32 tensor of shape ``(len(completion_ids[i]),)`` on the model's device.
@@ -156,6 +159,8 @@ def completion_logprobs(
     lengths = [len(c) for c in completion_ids]
     width = max(lengths, default=0)
     if width == 0:
+        if entropies is not None:
+            entropies.extend(torch.zeros(0, device=device) for _ in completion_ids)
         return [torch.zeros(0, device=device) for _ in completion_ids]
     pad_id = processor.tokenizer.pad_token_id or 0
     completions = torch.full((batch, width), pad_id, dtype=inputs["input_ids"].dtype)
@@ -179,6 +184,10 @@ def completion_logprobs(
     logits = model(**model_inputs, use_cache=False, logits_to_keep=width + 1).logits[:, :-1]
     logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
     token_logprobs = logprobs.gather(-1, completions.to(device).unsqueeze(-1)).squeeze(-1)
+    if entropies is not None:
+        with torch.no_grad():
+            entropy = -(logprobs.exp() * logprobs).sum(-1)
+        entropies.extend(entropy[i, :n] for i, n in enumerate(lengths))
     return [token_logprobs[i, :n] for i, n in enumerate(lengths)]
 
 
@@ -358,7 +367,7 @@ class HFPolicy:
                     completion_ids=ids,
                     logprobs=logprobs,
                     policy_time_s=elapsed,
-                    extra={"thought": parsed.thought},
+                    extra={"thought": parsed.thought, "parse_notes": list(parsed.notes)},
                 )
             )
         return steps

@@ -306,6 +306,7 @@ class OpenAIPolicy:
         logprobs = [float(c["logprob"]) for c in content] or None
         extra: dict[str, Any] = {
             "thought": parsed.thought,
+            "parse_notes": list(parsed.notes),
             "finish_reason": choice.get("finish_reason"),
             "usage": response.get("usage"),
         }

@@ -3,7 +3,7 @@
 A checkpoint is a folder ``OUTPUT_DIR/checkpoints/iter_NNNNNN`` (N = iterations done):
 
 - ``adapter/`` (peft ``save_pretrained``) with LoRA, or ``model/`` for full fine-tuning;
-- ``optimizer.pt``: the optimizer's state dict;
+- ``optimizer.pt``: the optimizer's and the learning-rate scheduler's state dicts;
 - ``rng.pt``: every process's Python, NumPy and torch RNG states;
 - ``trainer_state.json``: the iteration count and the run's counters.
 
@@ -77,6 +77,7 @@ def save_checkpoint(
     *,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     rng_states: list[dict[str, Any]],
     state: dict[str, Any],
     keep_last: int,
@@ -88,6 +89,7 @@ def save_checkpoint(
         iteration: iterations completed; the resumed run starts at this index.
         model: the trained model (a peft model saves only its adapter).
         optimizer: its state dict is saved.
+        scheduler: the learning-rate schedule (its state dict is saved next to it).
         rng_states: one :func:`rng_state` per process, in rank order.
         state: JSON-serialisable counters (saved with ``iteration``).
         keep_last: checkpoints kept.
@@ -100,11 +102,17 @@ def save_checkpoint(
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    if _is_peft(model):
-        model.save_pretrained(tmp / ADAPTER_DIR)
+    if _is_peft(model):  # the trained adapter only (not a frozen reference adapter)
+        model.save_pretrained(tmp / ADAPTER_DIR, selected_adapters=["default"])
     else:
         model.save_pretrained(tmp / MODEL_DIR)
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(
+        {
+            "optimizer": optimizer.state_dict(),
+            "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        },
+        tmp / "optimizer.pt",
+    )
     torch.save(rng_states, tmp / "rng.pt")
     (tmp / STATE_FILE).write_text(json.dumps({**state, "iteration": iteration}, indent=2))
     shutil.rmtree(final, ignore_errors=True)
@@ -119,8 +127,16 @@ def load_state(checkpoint: Path) -> dict[str, Any]:
     return json.loads((checkpoint / STATE_FILE).read_text())
 
 
-def load_optimizer(checkpoint: Path, optimizer: torch.optim.Optimizer) -> None:
-    optimizer.load_state_dict(torch.load(checkpoint / "optimizer.pt", weights_only=False))
+def load_optimizer(
+    checkpoint: Path,
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+) -> None:
+    """Restore the optimizer's (and the scheduler's) state."""
+    saved = torch.load(checkpoint / "optimizer.pt", weights_only=False)
+    optimizer.load_state_dict(saved["optimizer"])
+    if scheduler is not None and saved["scheduler"] is not None:
+        scheduler.load_state_dict(saved["scheduler"])
 
 
 def load_rng(checkpoint: Path, rank: int, world_size: int) -> None:

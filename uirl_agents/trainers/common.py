@@ -7,6 +7,10 @@ launch`` / ``torchrun``, or a plain ``python``) owns its own sessions (a
 :func:`~uirl_agents.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
 episodes never span processes). Only the main process logs and writes checkpoints.
 
+Seeds: the model is built under ``config.seed`` on every process (so a fresh LoRA
+adapter starts equal everywhere, and stays equal: every process applies the same
+summed gradients), then each process samples with its own stream ``seed + rank``.
+
 Episode specs derive from ``(seed, iteration, rank)`` alone, so a resumed run
 collects exactly the task instances the interrupted iteration would have, and no
 iteration's episodes are counted twice. Evaluation uses a fixed set of held-out task
@@ -15,9 +19,12 @@ seeds (>= 2**31; training seeds are < 2**31).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
+import re
 import shutil
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,8 +34,9 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, set_seed
 from tqdm.auto import tqdm
+from transformers import get_scheduler
 
-from uirl_agents.formats import ModelFormat, get_format
+from uirl_agents.formats import FormatConfig, ModelFormat, get_format
 from uirl_agents.models import default_dtype, load_model, load_processor
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
@@ -47,6 +55,11 @@ logger = logging.getLogger(__name__)
 TRAIN_STREAM, EVAL_STREAM, DEMO_STREAM = 0, 1, 3
 EVAL_SEED_OFFSET = 2**31
 TRAJECTORIES_DIR = "trajectories"
+REFERENCE_ADAPTER = "reference"
+REFERENCE_ADAPTER_DIR = "reference_adapter"
+# The vision encoder's parameters in the model families transformers ships (Qwen2-VL /
+# Qwen2.5-VL `visual`, LLaVA-style `vision_tower`, Idefics / PaliGemma `vision_model`).
+VISION_TOWER = re.compile(r"(^|\.)(visual|vision_tower|vision_model)\.")
 
 
 # ---- model -----------------------------------------------------------------------------
@@ -65,8 +78,17 @@ def resolve_model_path(cfg: ModelConfig, output_dir: Path, accelerator: Accelera
     return str(path)
 
 
+def compute_dtype(cfg: ModelConfig, device: torch.device) -> torch.dtype:
+    """The dtype forward passes run in (``model.dtype``, auto: bf16 on GPU, fp32 on CPU)."""
+    return default_dtype(device) if cfg.dtype == "auto" else getattr(torch, cfg.dtype)
+
+
 def build_model(
-    cfg: ModelConfig, model_path: str, device: torch.device, checkpoint: Path | None = None
+    cfg: ModelConfig,
+    model_path: str,
+    device: torch.device,
+    checkpoint: Path | None = None,
+    reference_adapter: str | Path | None = None,
 ) -> torch.nn.Module:
     """The trainable policy model: base + LoRA (or all weights), restored from a checkpoint.
 
@@ -75,22 +97,33 @@ def build_model(
         model_path: the base checkpoint.
         device: where the weights go.
         checkpoint: a trainer checkpoint to restore the adapter (or full weights) from.
+        reference_adapter: an adapter loaded frozen as the ``reference`` adapter
+            (:func:`reference_policy`); default: ``cfg.adapter_path``, the starting policy.
 
     Returns:
         A ``PeftModel`` with a trainable adapter (``lora_rank > 0``), else the model with
-        every weight trainable; in eval mode.
+        every weight trainable (float32 master weights: mixed precision, and the vision
+        tower frozen with ``freeze_vision_tower``); in eval mode.
     """
-    dtype = default_dtype(device) if cfg.dtype == "auto" else getattr(torch, cfg.dtype)
-    kwargs = {"device": device, "dtype": dtype, "attn_implementation": cfg.attn_implementation}
+    dtype = compute_dtype(cfg, device)
+    kwargs = {"device": device, "attn_implementation": cfg.attn_implementation}
     if cfg.lora_rank == 0:
         source = checkpoint / ckpt.MODEL_DIR if checkpoint is not None else model_path
-        model = load_model(source, **kwargs)
+        # AdamW on bf16 weights loses updates below bf16's resolution (1e-5 * 1 rounds
+        # away): the weights stay float32 and forward passes autocast to `dtype`.
+        model = load_model(source, dtype=torch.float32, **kwargs)
         model.requires_grad_(True)
+        if cfg.freeze_vision_tower:
+            frozen = [p for n, p in model.named_parameters() if VISION_TOWER.search(n)]
+            for p in frozen:
+                p.requires_grad_(False)
+            logger.info("vision tower frozen: %d parameters", sum(p.numel() for p in frozen))
     else:
         import peft
 
-        model = load_model(model_path, **kwargs)
+        model = load_model(model_path, dtype=dtype, **kwargs)
         adapter = checkpoint / ckpt.ADAPTER_DIR if checkpoint is not None else cfg.adapter_path
+        reference_adapter = reference_adapter or cfg.adapter_path
         if adapter is not None:
             model = peft.PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
         else:
@@ -103,6 +136,9 @@ def build_model(
                 task_type="CAUSAL_LM",
             )
             model = peft.get_peft_model(model, lora)
+        if reference_adapter is not None:
+            model.load_adapter(str(reference_adapter), REFERENCE_ADAPTER, is_trainable=False)
+            model.set_adapter("default")
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if cfg.lora_rank > 0:
@@ -113,6 +149,24 @@ def build_model(
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+@contextlib.contextmanager
+def reference_policy(model: torch.nn.Module) -> Iterator[None]:
+    """Forward passes inside run the reference policy (the starting policy, frozen).
+
+    With a run that started from an adapter, that is the adapter as it was loaded
+    (kept as a second, frozen peft adapter); else the base model (adapter disabled).
+    """
+    if REFERENCE_ADAPTER in model.peft_config:
+        model.set_adapter(REFERENCE_ADAPTER, inference_mode=True)
+        try:
+            yield
+        finally:
+            model.set_adapter("default")  # trainable again (peft toggles requires_grad)
+    else:
+        with model.disable_adapter():
+            yield
 
 
 # ---- the run ---------------------------------------------------------------------------
@@ -139,6 +193,8 @@ def derive_specs(
     specs = []
     for g in range(num_groups):
         task_seed = offset + int(rng.integers(2**31))
+        if env.task_seed is not None and stream != EVAL_STREAM:
+            task_seed = env.task_seed
         if env.rows is not None:
             options: dict[str, Any] = {"rows": list(env.rows)}
         elif env.row_pool is not None:
@@ -202,20 +258,35 @@ class TrainingRun:
             logger.info("%s config (resolved):\n%s", trainer, _pretty(config_to_dict(config)))
             if checkpoint is not None:
                 logger.info("resuming from %s (iteration %d)", checkpoint, self.start_iteration)
-        set_seed(config.seed + self.rank)
         model_path = resolve_model_path(config.model, self.output_dir, self.accelerator)
-        self.model = build_model(config.model, model_path, self.accelerator.device, checkpoint)
+        set_seed(config.seed)  # the same initial weights on every process
+        self.model = build_model(
+            config.model,
+            model_path,
+            self.accelerator.device,
+            checkpoint,
+            reference_adapter=self._keep_reference_adapter(),
+        )
+        set_seed(config.seed + self.rank)  # then a sampling stream of its own
+        self.trainable = trainable_parameters(self.model)
+        self.compute_dtype = compute_dtype(config.model, self.accelerator.device)
         self.processor = load_processor(model_path)
         self.format: ModelFormat = get_format(
             config.model.format, format_config_from_processor(self.processor)
         )
         self.optimizer = torch.optim.AdamW(
-            trainable_parameters(self.model),
+            self.trainable,
             lr=config.optim.learning_rate,
             weight_decay=config.optim.weight_decay,
         )
+        self.scheduler = get_scheduler(
+            config.optim.lr_scheduler,
+            self.optimizer,
+            num_warmup_steps=config.optim.warmup_iterations,
+            num_training_steps=config.iterations,
+        )
         if checkpoint is not None:
-            ckpt.load_optimizer(checkpoint, self.optimizer)
+            ckpt.load_optimizer(checkpoint, self.optimizer, self.scheduler)
             ckpt.load_rng(checkpoint, self.rank, self.world_size)
         r = config.rollout
         sampling = HFPolicyConfig(
@@ -259,6 +330,25 @@ class TrainingRun:
         except BaseException:
             self.close()
             raise
+
+    def _keep_reference_adapter(self) -> Path | None:
+        """The starting adapter, copied into the run folder: the KL reference, and still
+        there when a resumed run needs it again (whatever happened to the original)."""
+        start = self.config.model.adapter_path
+        if start is None or self.config.model.lora_rank == 0:
+            return None
+        kept = self.output_dir / REFERENCE_ADAPTER_DIR
+        if self.is_main and not kept.exists():
+            shutil.copytree(start, kept.with_suffix(".tmp"), dirs_exist_ok=True)
+            kept.with_suffix(".tmp").rename(kept)
+        self.accelerator.wait_for_everyone()
+        return kept
+
+    def autocast(self) -> contextlib.AbstractContextManager:
+        """Forward passes of full fine-tuning in ``model.dtype`` over float32 weights."""
+        if self.config.model.lora_rank > 0 or self.compute_dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(self.accelerator.device.type, dtype=self.compute_dtype)
 
     def _check_world_size(self) -> None:
         r, e = self.config.rollout, self.config.eval
@@ -349,16 +439,17 @@ class TrainingRun:
             shutil.rmtree(run_dir, ignore_errors=True)
             writer = TrajectoryWriter(run_dir)
         try:
-            return collect_episodes(
-                policy,
-                self.envs,
-                specs,
-                max_steps=max_steps or self.config.env.max_steps,
-                writer=writer,
-                keep_screenshots=False,
-                progress=tag if self.config.logging.progress and self.is_main else False,
-                episode_prefix=f"{tag}-r{self.rank}",
-            )
+            with self.autocast():
+                return collect_episodes(
+                    policy,
+                    self.envs,
+                    specs,
+                    max_steps=max_steps or self.config.env.max_steps,
+                    writer=writer,
+                    keep_screenshots=False,
+                    progress=tag if self.config.logging.progress and self.is_main else False,
+                    episode_prefix=f"{tag}-r{self.rank}",
+                )
         finally:
             if writer is not None:
                 writer.close()
@@ -382,6 +473,32 @@ class TrainingRun:
         t = torch.tensor([float(value)], dtype=torch.float64, device=self.accelerator.device)
         return float(self.accelerator.gather(t).max().item())
 
+    def sum_all_dict(self, values: dict[str, float]) -> dict[str, float]:
+        """Per-key sums over processes of dicts whose keys may differ (missing: 0)."""
+        if self.world_size == 1:
+            return dict(values)
+        total: dict[str, float] = defaultdict(float)
+        for mine in gather_object([values]):
+            for key, value in mine.items():
+                total[key] += value
+        return dict(total)
+
+    def rank_divergence(self) -> float:
+        """``max |w_i - w_j|`` over the trainable weights of every pair of processes.
+
+        0 when every process holds the same weights, as it must: each applies the same
+        summed gradients to the same initial weights.
+        """
+        worst = 0.0
+        if self.world_size == 1:
+            return worst
+        for p in self.trainable:
+            high, low = p.detach().clone(), p.detach().clone()
+            torch.distributed.all_reduce(high, op=torch.distributed.ReduceOp.MAX)
+            torch.distributed.all_reduce(low, op=torch.distributed.ReduceOp.MIN)
+            worst = max(worst, float((high.double() - low.double()).abs().max()))
+        return worst
+
     # ---- end of an iteration -----------------------------------------------------------
 
     def evaluate_at_start(self) -> None:
@@ -396,6 +513,12 @@ class TrainingRun:
         its result share step ``k + 1`` (step 0: the evaluation before any update).
         """
         done = iteration + 1
+        metrics = {**metrics, "train/learning_rate": self.scheduler.get_last_lr()[0]}
+        if self.world_size > 1:
+            metrics["train/rank_divergence"] = divergence = self.rank_divergence()
+            if divergence > 0 and self.is_main:
+                logger.warning("processes hold different weights (max |difference| %g)", divergence)
+        self.scheduler.step()
         e = self.config.eval
         if e.episodes and (done % e.every == 0 or done == self.config.iterations):
             metrics = {**metrics, **self._evaluate(done)}
@@ -432,6 +555,7 @@ class TrainingRun:
                 iterations_done,
                 model=self.model,
                 optimizer=self.optimizer,
+                scheduler=self.scheduler,
                 rng_states=rng_states,
                 state=self.state,
                 keep_last=c.keep_last,
@@ -442,30 +566,54 @@ class TrainingRun:
         """With the vLLM backend, serve the current adapter and sample from it next."""
         if self.config.rollout.backend != "vllm":
             return
-        from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
         from uirl_agents.trainers.vllm import load_lora_adapter
 
         r = self.config.rollout
         name = f"{self.output_dir.name}-iter{iterations_done}"
         root = Path(r.vllm_adapter_dir or self.output_dir / "vllm_adapters")
         if self.is_main:
-            self.model.save_pretrained(root / name)
+            self.model.save_pretrained(root / name, selected_adapters=["default"])
             load_lora_adapter(r.vllm_base_url, name, str(root / name))
         self.accelerator.wait_for_everyone()
-        self.policy = OpenAIPolicy(
-            OpenAIPolicyConfig(
-                base_url=r.vllm_base_url,
-                model=name,
-                format=self.config.model.format,
-                format_config=self.format.config,
-                max_images=r.max_images,
-                max_history=r.max_history,
-                temperature=r.temperature,
-                top_p=r.top_p,
-                max_tokens=r.max_new_tokens,
-                max_concurrency=self.config.env.num_envs,
-            )
+        self.policy = vllm_policy(self.config, name, self.format.config)
+
+
+def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfig) -> Policy:
+    """The rollout policy on the vLLM server: ``model_name`` (an adapter it serves),
+    sampled with every field of ``rollout`` sent explicitly."""
+    from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
+
+    r = config.rollout
+    return OpenAIPolicy(
+        OpenAIPolicyConfig(
+            base_url=r.vllm_base_url,
+            model=model_name,
+            format=config.model.format,
+            format_config=format_config,
+            max_images=r.max_images,
+            max_history=r.max_history,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            max_tokens=r.max_new_tokens,
+            max_concurrency=config.env.num_envs,
+            extra_body=vllm_sampling_fields(r.extra_body),
         )
+    )
+
+
+def vllm_sampling_fields(extra_body: dict[str, Any]) -> dict[str, Any]:
+    """Every sampling field vLLM would otherwise take from the checkpoint's
+    generation_config.json (Qwen2.5-VL ships top_k 1 and repetition_penalty 1.05: near
+    greedy, so a GRPO group's episodes come out the same), then the user's own."""
+    neutral = {
+        "top_k": -1,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "n": 1,
+    }
+    return neutral | extra_body
 
 
 def _pretty(data: dict[str, Any], indent: int = 2) -> str:

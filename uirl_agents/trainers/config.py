@@ -78,7 +78,15 @@ class ModelConfig:
         "modules_to_save), e.g. [lm_head]; the tiny random model needs its lm_head.",
     )
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = param(
-        "auto", help="Weights dtype; auto: bfloat16 on GPU, float32 on CPU."
+        "auto",
+        help="Compute dtype; auto: bfloat16 on GPU, float32 on CPU. With LoRA the frozen base "
+        "weights are stored in it (the adapter stays float32); full fine-tuning keeps float32 "
+        "master weights and runs forward passes under autocast to it (mixed precision).",
+    )
+    freeze_vision_tower: bool = param(
+        True,
+        help="Full fine-tuning: leave the vision encoder's weights frozen (LoRA never "
+        "touches it unless lora_target_modules names it).",
     )
     attn_implementation: str | None = param(
         None, help="e.g. sdpa, flash_attention_2, eager; None: transformers' default."
@@ -97,6 +105,11 @@ class EnvConfig:
         None, help="0-based data rows every episode copies (a fixed task); None: drawn."
     )
     num_rows: int = param(1, help="Rows to copy per episode when `rows` is None.")
+    task_seed: int | None = param(
+        None,
+        help="Every training episode uses this task seed (one fixed sheet); None: a new seed "
+        "per task instance. Evaluation seeds stay held out either way.",
+    )
     row_pool: list[int] | None = param(
         None,
         help="Draw the `num_rows` target rows from this list (per task instance, seeded); "
@@ -140,6 +153,12 @@ class RolloutConfig:
         None,
         help="Where the server reads adapters (a shared folder); None: OUTPUT_DIR/vllm_adapters.",
     )
+    extra_body: dict[str, Any] = param(
+        factory=dict,
+        help="Fields merged into every vLLM request after the sampling fields (which are all "
+        "sent: temperature, top_p, top_k -1, min_p 0, repetition_penalty 1, ...), e.g. "
+        "{top_k: 20}.",
+    )
 
 
 @dataclass
@@ -160,6 +179,14 @@ class OptimConfig:
         1, help="Micro-batches accumulated into one optimizer step."
     )
     max_grad_norm: float = param(1.0, help="Clip the global gradient norm to this; 0: no clipping.")
+    lr_scheduler: Literal["constant", "constant_with_warmup", "linear", "cosine"] = param(
+        "constant",
+        help="Learning-rate schedule over iterations (transformers' get_scheduler), stepped "
+        "once per iteration and saved with checkpoints.",
+    )
+    warmup_iterations: int = param(
+        0, help="Iterations over which the learning rate rises linearly from 0."
+    )
 
 
 @dataclass
@@ -215,6 +242,11 @@ class RSSection:
     expert_mode: Literal["type", "copy_paste"] = param(
         "type", help="How the expert fills fields: type the value, or copy-paste the cell."
     )
+    drop_unparsed_steps: bool = param(
+        True,
+        help="Leave out the steps of kept episodes whose output did not parse into an "
+        "action (they would teach the format's mistakes).",
+    )
 
 
 @dataclass
@@ -223,7 +255,15 @@ class GRPOSection:
 
     clip_epsilon: float = param(0.2, help="PPO clip range: ratio clipped to [1-eps, 1+eps].")
     kl_beta: float = param(
-        0.0, help="Weight of the k3 KL to the reference (the model with the adapter disabled)."
+        0.0,
+        help="Weight of the k3 KL to the reference: the starting policy (the base model, or "
+        "model.adapter_path's adapter when the run starts from one).",
+    )
+    tis_cap: float | None = param(
+        None,
+        help="Truncated importance sampling: weight each token's loss by "
+        "min(exp(old - rollout logprob), cap), correcting for a rollout engine (vLLM, bf16 "
+        "generate) that samples from a slightly different distribution; None: off.",
     )
     leave_one_out: bool = param(
         False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
@@ -231,8 +271,9 @@ class GRPOSection:
     scale_advantages: bool = param(True, help="Divide advantages by the group's reward std.")
     skip_zero_advantage: bool = param(
         True,
-        help="Skip the forward/backward of steps whose advantage is 0 when kl_beta is 0 "
-        "(they add no gradient; the loss normaliser still counts their tokens).",
+        help="Skip the forward/backward of steps whose advantage is 0 when kl_beta is 0: "
+        "they add no gradient, and micro-batches, optimizer steps and the normaliser are "
+        "laid out before they are left out, so the update is the same.",
     )
 
 
@@ -271,6 +312,13 @@ class TrainConfig:
         _check(env.num_envs >= 1, "env.num_envs", ">= 1", env.num_envs)
         _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
         _check(env.num_rows >= 1, "env.num_rows", ">= 1", env.num_rows)
+        if env.task_seed is not None:
+            _check(
+                0 <= env.task_seed < 2**31,
+                "env.task_seed",
+                "in [0, 2**31) (seeds from 2**31 up are evaluation's)",
+                env.task_seed,
+            )
         if env.rows is not None and env.row_pool is not None:
             raise ValueError("env.rows and env.row_pool are both set: set one (or neither)")
         if env.row_pool is not None and len(set(env.row_pool)) < env.num_rows:
@@ -303,6 +351,7 @@ class TrainConfig:
             o.grad_accumulation_steps,
         )
         _check(o.max_grad_norm >= 0, "optim.max_grad_norm", ">= 0", o.max_grad_norm)
+        _check(o.warmup_iterations >= 0, "optim.warmup_iterations", ">= 0", o.warmup_iterations)
         _check(self.checkpoint.every >= 1, "checkpoint.every", ">= 1", self.checkpoint.every)
         _check(
             self.checkpoint.keep_last >= 1,
@@ -348,6 +397,8 @@ class GRPOConfig(TrainConfig):
             )
         _check(self.grpo.clip_epsilon > 0, "grpo.clip_epsilon", "> 0", self.grpo.clip_epsilon)
         _check(self.grpo.kl_beta >= 0, "grpo.kl_beta", ">= 0", self.grpo.kl_beta)
+        if self.grpo.tis_cap is not None:
+            _check(self.grpo.tis_cap >= 1, "grpo.tis_cap", ">= 1 (or null: off)", self.grpo.tis_cap)
         if self.grpo.kl_beta > 0 and self.model.lora_rank == 0:
             raise ValueError(
                 "grpo.kl_beta > 0 needs a reference model; the trainer uses the same model "

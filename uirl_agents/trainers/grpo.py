@@ -9,19 +9,20 @@ Per iteration:
 2. **Advantages.** An episode's return (total reward) minus its group's mean (or the
    mean of the others, leave-one-out), divided by the group's std: the advantage of
    every generated token of every step of that episode.
-3. **Update.** ``optim.epochs`` passes over the steps: micro-batches by token budget,
-   ``optim.grad_accumulation_steps`` micro-batches per optimizer step. Each micro-batch
-   rebuilds its prompts from the recorded messages and images and recomputes the
-   completion logprobs in one forward pass
-   (:func:`~uirl_agents.policies.hf.completion_logprobs`); the loss is the PPO clipped
-   surrogate against the rollout logprobs, plus ``kl_beta`` times the k3 KL to the
-   reference (the same model with its LoRA adapter disabled: no second copy), averaged
-   over the iteration's completion tokens (every process; a constant normaliser).
-
-Gradients: each process backpropagates its own micro-batches (their number differs
-between processes: the token budget), then one all-reduce sums the trainable
-parameters' gradients before the optimizer step. That is why the model is not
-wrapped in DDP, whose reducer needs the same backward schedule on every process.
+3. **Score.** One pass without gradients recomputes every step's completion logprobs
+   with the trainer's own forward pass: the *old* logprobs of the ratio. The rollout
+   engine's numbers (HF ``generate`` with a KV cache, vLLM, bf16 kernels) differ from
+   the trainer's, and a ratio against them would clip and bias for no reason. The
+   same pass computes the reference policy's logprobs (the starting policy: the base
+   model, or the adapter the run started from) when ``kl_beta > 0``, the policy's
+   entropy, and the rollout/trainer mismatch (logged).
+4. **Update.** :func:`~uirl_agents.trainers.update.run_update`: ``optim.epochs`` passes,
+   micro-batches by token budget; the loss is the PPO clipped surrogate
+   ``-min(r A, clip(r, 1-eps, 1+eps) A)`` with ``r = exp(logp - logp_old)``, times the
+   truncated importance weight ``min(exp(logp_old - logp_rollout), tis_cap)`` when
+   ``grpo.tis_cap`` is set, plus ``kl_beta`` times the k3 KL to the reference; summed
+   over tokens and divided by the iteration's completion tokens (every process) per
+   optimizer step.
 
 TRL: ``GRPOTrainer`` is not used: its ``rollout_func`` rebuilds pixels from the
 dataset's image column, so it cannot train on per-step screenshots of multi-step
@@ -32,21 +33,14 @@ advantages) are in :mod:`uirl_agents.trainers.losses`.
 from __future__ import annotations
 
 import logging
-import math
-from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from uirl_agents.policies.hf import completion_logprobs
-from uirl_agents.trainers.common import (
-    TrainingRun,
-    trainable_parameters,
-)
+from uirl_agents.trainers.common import TrainingRun, reference_policy
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
 from uirl_agents.trainers.losses import (
     clipped_policy_loss,
@@ -56,23 +50,12 @@ from uirl_agents.trainers.losses import (
     token_budget_batches,
 )
 from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
+from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
 from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
 
 UPDATE_STREAM = 2
-
-
-@dataclass
-class StepSample:
-    """One model step to train on: its exact prompt, completion, rollout logprobs, advantage."""
-
-    messages: list[dict]
-    images: list[np.ndarray]
-    completion_ids: list[int]
-    old_logprobs: list[float]
-    advantage: float
-    num_tokens: int
 
 
 def vision_token_ids(model_config: object) -> frozenset[int]:
@@ -84,13 +67,16 @@ def vision_token_ids(model_config: object) -> frozenset[int]:
 
 def step_samples(
     episodes: Sequence[Episode], cfg: GRPOSection, excluded_ids: frozenset[int] = frozenset()
-) -> list[StepSample]:
+) -> list[TokenSample]:
     """Every model step of the episodes, with its episode's group-relative advantage.
 
     Steps without a completion (nothing generated) are left out, and so are steps whose
     completion holds one of ``excluded_ids``: a generated image placeholder token
     cannot be fed back (the model would count it as an image slot with no image), and
     an untrained model does produce one now and then.
+
+    Raises:
+        ValueError: ``cfg.tis_cap`` is set but a step has no rollout logprobs.
     """
     advantages = group_advantages(
         [e.total_reward for e in episodes],
@@ -106,152 +92,127 @@ def step_samples(
             if excluded_ids.intersection(step.completion_ids):
                 logger.debug("step left out: its completion holds an image placeholder token")
                 continue
+            rollout = list(step.logprobs) if step.logprobs else None
+            if cfg.tis_cap is not None and (
+                rollout is None or len(rollout) != len(step.completion_ids)
+            ):
+                raise ValueError(
+                    "grpo.tis_cap needs the rollout engine's logprob of every sampled token, "
+                    f"and a step of episode {episode.episode_id} has none: ask the server for "
+                    "logprobs (vLLM returns them), or set grpo.tis_cap: null"
+                )
             samples.append(
-                StepSample(
+                TokenSample(
                     messages=step.messages,
                     images=step.model_images,
                     completion_ids=list(step.completion_ids),
-                    old_logprobs=list(step.logprobs or []),
-                    advantage=float(advantage),
                     num_tokens=len(step.prompt_ids or []) + len(step.completion_ids),
+                    advantage=float(advantage),
+                    rollout_logprobs=rollout,
                 )
             )
     return samples
 
 
-@dataclass
-class LossTerms:
-    """One micro-batch's loss (summed over its completion tokens) and statistics."""
+def score_samples(run: TrainingRun, samples: Sequence[TokenSample]) -> dict[str, float]:
+    """Fill in each sample's old (and reference) logprobs with the trainer's forward pass.
 
-    loss_sum: torch.Tensor
-    num_tokens: int
-    num_clipped: int
-    kl_sum: float
-    ratio_error_max: float  # max |log ratio|: 0 on-policy, before any update
+    Returns:
+        ``train/entropy`` (mean per token of the policy's sampling distribution) and,
+        where the rollout recorded logprobs, ``train/logprob_mismatch_mean`` / ``_max``:
+        ``|logp_rollout - logp_trainer|`` per token, over every process.
+    """
+    cfg = run.config
+    temperature = cfg.rollout.temperature
+    entropy_sum, tokens, mismatch_sum, mismatch_max, compared = 0.0, 0, 0.0, 0.0, 0
+    batches = token_budget_batches(samples, lambda s: s.num_tokens, cfg.optim.micro_batch_tokens)
+    with torch.no_grad(), run.autocast():
+        for batch in batches:
+            args = _logprob_args(run, batch)
+            entropies: list[torch.Tensor] = []
+            old = completion_logprobs(*args, temperature=temperature, entropies=entropies)
+            ref: list[torch.Tensor | None] = [None] * len(batch)
+            if cfg.grpo.kl_beta > 0:
+                with reference_policy(run.model):
+                    ref = completion_logprobs(*args, temperature=temperature)
+            for sample, lp, r, h in zip(batch, old, ref, entropies, strict=True):
+                sample.old_logprobs, sample.ref_logprobs = lp.float().cpu(), r
+                entropy_sum += float(h.sum())
+                tokens += len(lp)
+                rollout = sample.rollout_logprobs
+                if rollout is not None and len(rollout) == len(lp) > 0:
+                    diff = (torch.tensor(rollout) - sample.old_logprobs).abs()
+                    mismatch_sum += float(diff.sum())
+                    mismatch_max = max(mismatch_max, float(diff.max()))
+                    compared += len(diff)
+    metrics = {"train/entropy": run.sum_all(entropy_sum) / max(run.sum_all(tokens), 1.0)}
+    if run.sum_all(compared):
+        metrics["train/logprob_mismatch_mean"] = run.sum_all(mismatch_sum) / run.sum_all(compared)
+        metrics["train/logprob_mismatch_max"] = run.max_all(mismatch_max)
+    return metrics
 
 
-def loss_terms(
-    model: torch.nn.Module,
-    processor: object,
-    batch: Sequence[StepSample],
-    *,
-    clip_epsilon: float,
-    kl_beta: float,
-    temperature: float,
-) -> LossTerms:
-    """Recompute the batch's completion logprobs (with gradients) and its GRPO loss."""
-    args = (
-        processor,
+def _logprob_args(run: TrainingRun, batch: Sequence[TokenSample]) -> tuple:
+    return (
+        run.model,
+        run.processor,
         [s.messages for s in batch],
         [s.images for s in batch],
         [s.completion_ids for s in batch],
     )
-    new = completion_logprobs(model, *args, temperature=temperature)
-    logprobs = pad_sequence(new, batch_first=True)
+
+
+def grpo_loss(
+    run: TrainingRun, batch: Sequence[TokenSample], cfg: GRPOSection, temperature: float
+) -> BatchLoss:
+    """The micro-batch's clipped surrogate (+ KL) summed over its completion tokens.
+
+    Needs :func:`score_samples` first (the old and reference logprobs).
+    """
+    logprobs = pad_sequence(
+        completion_logprobs(*_logprob_args(run, batch), temperature=temperature), batch_first=True
+    )
     device = logprobs.device
     old = pad_sequences([s.old_logprobs for s in batch]).to(device)
     mask = pad_sequences([[1.0] * len(s.completion_ids) for s in batch]).to(device)
     advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
-    per_token, clipped = clipped_policy_loss(logprobs, old, advantages, clip_epsilon)
-    kl_sum = 0.0
-    if kl_beta > 0:
-        with torch.no_grad(), model.disable_adapter():
-            ref = pad_sequence(completion_logprobs(model, *args, temperature=temperature), True)
+    per_token, clipped = clipped_policy_loss(logprobs, old, advantages, cfg.clip_epsilon)
+    if cfg.tis_cap is not None:
+        rollout = pad_sequences([s.rollout_logprobs for s in batch]).to(device)
+        per_token = per_token * torch.exp(old - rollout).clamp(max=cfg.tis_cap)
+    stats = {"clip_fraction": float((clipped & mask.bool()).sum())}
+    if cfg.kl_beta > 0:
+        ref = pad_sequences([s.ref_logprobs for s in batch]).to(device)
         kl = kl_k3(logprobs, ref)
-        per_token = per_token + kl_beta * kl
-        kl_sum = float((kl.detach() * mask).sum())
-    log_ratio = (logprobs.detach() - old) * mask
-    return LossTerms(
-        loss_sum=(per_token * mask).sum(),
-        num_tokens=int(mask.sum()),
-        num_clipped=int((clipped & mask.bool()).sum()),
-        kl_sum=kl_sum,
-        ratio_error_max=float(log_ratio.abs().max()) if log_ratio.numel() else 0.0,
-    )
-
-
-def optimizer_step(run: TrainingRun) -> float:
-    """Sum gradients over processes, clip, step; returns the pre-clip gradient norm."""
-    params = trainable_parameters(run.model)
-    if run.world_size > 1:
-        flat = torch.cat(
-            [
-                p.grad.flatten() if p.grad is not None else torch.zeros_like(p).flatten()
-                for p in params
-            ]
-        )
-        flat = run.accelerator.reduce(flat, reduction="sum")
-        offset = 0
-        for p in params:
-            n = p.numel()
-            p.grad = flat[offset : offset + n].view_as(p).to(p.dtype)
-            offset += n
-    max_norm = run.config.optim.max_grad_norm or math.inf
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
-    run.optimizer.step()
-    run.optimizer.zero_grad(set_to_none=True)
-    return grad_norm
+        per_token = per_token + cfg.kl_beta * kl
+        stats["kl"] = float((kl.detach() * mask).sum())
+    stats["abs_log_ratio"] = float(((logprobs.detach() - old).abs() * mask).sum())
+    return BatchLoss(loss_sum=(per_token * mask).sum(), stats=stats)
 
 
 def policy_update(
-    run: TrainingRun, samples: Sequence[StepSample], iteration: int
+    run: TrainingRun, samples: Sequence[TokenSample], iteration: int
 ) -> dict[str, float]:
-    """``optim.epochs`` passes of clipped-surrogate updates over this iteration's steps.
+    """Score the samples, then ``optim.epochs`` passes of clipped-surrogate updates.
 
-    Every optimizer step's loss is its tokens' summed loss divided by one constant:
-    the iteration's completion tokens (every process) over the optimizer steps per
-    epoch. So leaving out zero-advantage steps (``grpo.skip_zero_advantage``, without
-    KL) only saves compute: the gradient is the one those steps, contributing 0,
-    would have given. Every process takes the same number of optimizer steps (the most
-    any process needs); a process out of micro-batches contributes zero gradients.
+    With ``grpo.skip_zero_advantage`` (and no KL) the steps whose advantage is 0 are
+    left out of the passes after the micro-batches and optimizer steps are laid out:
+    they contribute no gradient, so the update is the one they would have given.
     """
-    cfg = run.config
-    o, g = cfg.optim, cfg.grpo
-    total_tokens = run.sum_all(sum(len(s.completion_ids) for s in samples))
-    if g.skip_zero_advantage and g.kl_beta == 0:
-        samples = [s for s in samples if s.advantage != 0]
-    rng = np.random.default_rng([cfg.seed, UPDATE_STREAM, iteration, run.rank])
-    totals: dict[str, float] = defaultdict(float)
-    grad_norms: list[float] = []
-    ratio_error_first = 0.0
-    run.model.train()
-    for _epoch in range(o.epochs):
-        shuffled = [samples[i] for i in rng.permutation(len(samples))]
-        micro = token_budget_batches(shuffled, lambda s: s.num_tokens, o.micro_batch_tokens)
-        num_steps = math.ceil(run.max_all(len(micro)) / o.grad_accumulation_steps)
-        normaliser = max(total_tokens / max(num_steps, 1), 1.0)
-        for k in range(num_steps):
-            chunk = micro[k * o.grad_accumulation_steps : (k + 1) * o.grad_accumulation_steps]
-            for batch in chunk:
-                terms = loss_terms(
-                    run.model,
-                    run.processor,
-                    batch,
-                    clip_epsilon=g.clip_epsilon,
-                    kl_beta=g.kl_beta,
-                    temperature=cfg.rollout.temperature,
-                )
-                (terms.loss_sum / normaliser).backward()
-                if not grad_norms:  # weights are still the rollout's: the ratio must be 1
-                    ratio_error_first = max(ratio_error_first, terms.ratio_error_max)
-                totals["loss"] += float(terms.loss_sum.detach())
-                totals["tokens"] += terms.num_tokens
-                totals["clipped"] += terms.num_clipped
-                totals["kl"] += terms.kl_sum
-                totals["seq_tokens"] += sum(s.num_tokens for s in batch)
-            grad_norms.append(optimizer_step(run))
-    run.model.eval()
-    tokens = run.sum_all(totals["tokens"])
-    return {
-        "train/loss": run.sum_all(totals["loss"]) / max(tokens, 1.0),
-        "train/kl": run.sum_all(totals["kl"]) / max(tokens, 1.0),
-        "train/clip_fraction": run.sum_all(totals["clipped"]) / max(tokens, 1.0),
-        "train/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
-        "train/optimizer_steps": float(len(grad_norms)),
-        "train/samples": run.sum_all(len(samples)),
-        "train/ratio_error_first_step": run.max_all(ratio_error_first),
-        "train/tokens_processed": totals["seq_tokens"],
-    }
+    g = run.config.grpo
+    skip = g.skip_zero_advantage and g.kl_beta == 0
+    trained = [s for s in samples if s.advantage != 0] if skip else list(samples)
+    scores = score_samples(run, trained)
+    metrics = run_update(
+        run,
+        samples,
+        lambda batch: grpo_loss(run, batch, g, run.config.rollout.temperature),
+        seed_stream=UPDATE_STREAM,
+        iteration=iteration,
+        keep=(lambda s: s.advantage != 0) if skip else None,
+    )
+    metrics["train/samples"] = run.sum_all(len(samples))
+    return {**metrics, **scores}
 
 
 def train_grpo(config: GRPOConfig, output_dir: str | Path) -> None:
@@ -261,23 +222,29 @@ def train_grpo(config: GRPOConfig, output_dir: str | Path) -> None:
         ValueError: the config does not fit the number of processes.
     """
     with TrainingRun(config, output_dir, "grpo") as run:
-        run.evaluate_at_start()
-        for iteration in run.iterations():
-            watch = Stopwatch()
-            with watch.phase("rollout"):
-                episodes = run.collect(
-                    run.policy, run.episode_specs(iteration), tag=f"iter_{iteration:06d}"
-                )
-            watch.add("policy", policy_seconds(episodes))
-            samples = step_samples(episodes, config.grpo, vision_token_ids(run.model.config))
-            with watch.phase("train"):
-                train = policy_update(run, samples, iteration)
-            run.state["episodes"] += int(run.sum_all(len(episodes)))
-            run.publish_weights(iteration + 1)
-            tokens = train.pop("train/tokens_processed")
-            metrics = {
-                **run.episode_metrics(episodes, "rollout"),
-                **train,
-                **perf_metrics(watch.totals, watch.elapsed(), tokens),
-            }
-            run.end_iteration(iteration, metrics)
+        grpo_iterations(run)
+
+
+def grpo_iterations(run: TrainingRun) -> None:
+    """The iterations still to run (all of them, or the rest of a resumed run)."""
+    config = run.config
+    run.evaluate_at_start()
+    for iteration in run.iterations():
+        watch = Stopwatch()
+        with watch.phase("rollout"):
+            episodes = run.collect(
+                run.policy, run.episode_specs(iteration), tag=f"iter_{iteration:06d}"
+            )
+        watch.add("policy", policy_seconds(episodes))
+        samples = step_samples(episodes, config.grpo, vision_token_ids(run.model.config))
+        with watch.phase("train"):
+            train = policy_update(run, samples, iteration)
+        run.state["episodes"] += int(run.sum_all(len(episodes)))
+        run.publish_weights(iteration + 1)
+        tokens = train.pop("train/tokens_processed")
+        metrics = {
+            **run.episode_metrics(episodes, "rollout"),
+            **train,
+            **perf_metrics(watch.totals, watch.elapsed(), tokens),
+        }
+        run.end_iteration(iteration, metrics)

@@ -7,9 +7,10 @@ Per iteration:
    task's scripted expert, written in the model's own format (a cold start: a fresh
    model rarely produces a parseable action, so it has nothing to imitate yet).
 2. **Filter.** Keep the episodes whose total reward reaches ``rs.reward_threshold``.
-3. **Fine-tune.** Every step of a kept episode becomes an SFT example (its exact
-   prompt, its completion); TRL's ``SFTTrainer`` trains the LoRA adapter on them
-   (:mod:`uirl_agents.trainers.sft`), loss on the completion tokens only.
+3. **Fine-tune.** Every step of a kept episode (but those whose output did not parse,
+   with ``rs.drop_unparsed_steps``) becomes an SFT sample: its exact prompt and the
+   token ids the policy sampled; the loss is their negative log-likelihood
+   (:mod:`uirl_agents.trainers.sft`), through the same update loop as GRPO.
 4. **Evaluate** on held-out task seeds (greedy), log, checkpoint.
 """
 
@@ -26,8 +27,8 @@ from uirl_agents.trainers.common import (
 )
 from uirl_agents.trainers.config import RSConfig
 from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
-from uirl_agents.trainers.sft import sft_update
-from uirl_agents.trajectories import Episode, to_sft_examples
+from uirl_agents.trainers.sft import sft_samples, sft_update
+from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
 
@@ -58,29 +59,36 @@ def train_rs(config: RSConfig, output_dir: str | Path) -> None:
         ValueError: the config does not fit the number of processes.
     """
     with TrainingRun(config, output_dir, "rs") as run:
-        run.evaluate_at_start()
-        for iteration in run.iterations():
-            watch = Stopwatch()
-            with watch.phase("rollout"):
-                episodes = run.collect(
-                    run.policy, run.episode_specs(iteration), tag=f"iter_{iteration:06d}"
-                )
-                demos = []
-                if iteration == 0 and config.rs.expert_episodes:
-                    demos = collect_demonstrations(run)
-            watch.add("policy", policy_seconds(episodes))
-            kept = [e for e in [*demos, *episodes] if e.total_reward >= config.rs.reward_threshold]
-            with watch.phase("train"):
-                train = sft_update(run, to_sft_examples(kept), iteration)
-            run.state["episodes"] += int(run.sum_all(len(episodes)))
-            run.publish_weights(iteration + 1)
-            tokens = train.pop("train/tokens_processed", 0.0)
-            metrics = {
-                **run.episode_metrics(episodes, "rollout"),
-                **run.episode_metrics(demos, "demonstrations"),
-                "rollout/kept_fraction": run.sum_all(len(kept))
-                / max(1.0, run.sum_all(len(episodes) + len(demos))),
-                **train,
-                **perf_metrics(watch.totals, watch.elapsed(), tokens),
-            }
-            run.end_iteration(iteration, metrics)
+        rs_iterations(run)
+
+
+def rs_iterations(run: TrainingRun) -> None:
+    """The iterations still to run (all of them, or the rest of a resumed run)."""
+    config = run.config
+    run.evaluate_at_start()
+    for iteration in run.iterations():
+        watch = Stopwatch()
+        with watch.phase("rollout"):
+            episodes = run.collect(
+                run.policy, run.episode_specs(iteration), tag=f"iter_{iteration:06d}"
+            )
+            demos = []
+            if iteration == 0 and config.rs.expert_episodes:
+                demos = collect_demonstrations(run)
+        watch.add("policy", policy_seconds(episodes))
+        kept = [e for e in [*demos, *episodes] if e.total_reward >= config.rs.reward_threshold]
+        with watch.phase("train"):
+            samples = sft_samples(run, kept, drop_unparsed=config.rs.drop_unparsed_steps)
+            train = sft_update(run, samples, iteration)
+        run.state["episodes"] += int(run.sum_all(len(episodes)))
+        run.publish_weights(iteration + 1)
+        tokens = train.pop("train/tokens_processed", 0.0)
+        metrics = {
+            **run.episode_metrics(episodes, "rollout"),
+            **run.episode_metrics(demos, "demonstrations"),
+            "rollout/kept_fraction": run.sum_all(len(kept))
+            / max(1.0, run.sum_all(len(episodes) + len(demos))),
+            **train,
+            **perf_metrics(watch.totals, watch.elapsed(), tokens),
+        }
+        run.end_iteration(iteration, metrics)

@@ -1,0 +1,78 @@
+"""Run a trainer under several processes and check that every process holds the same weights.
+
+    torchrun --nproc_per_node 2 scripts/check_ranks.py --trainer grpo \\
+        --config scripts/configs/tiny_cpu.yaml --output-dir runs/check --iterations 2
+
+Builds the run as the training scripts do, gathers every process's trainable weights
+after the model is built and again after the iterations, and writes
+``OUTPUT_DIR/rank_check.json`` (main process): the largest absolute difference
+between any two processes' weights at both points (0 when in sync), the number of
+trainable tensors compared, and the last iteration's rollout/trainer logprob mismatch
+(GRPO). Any other argument is a config override, as in train_grpo.py / train_rs.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+
+import torch
+from accelerate.utils import gather_object
+
+from uirl_agents.trainers.cli import parse_args
+from uirl_agents.trainers.common import TrainingRun
+from uirl_agents.trainers.config import GRPOConfig, RSConfig
+from uirl_agents.trainers.grpo import grpo_iterations
+from uirl_agents.trainers.metrics import read_metrics
+from uirl_agents.trainers.rs import rs_iterations
+
+TRAINERS = {"grpo": (GRPOConfig, grpo_iterations), "rs": (RSConfig, rs_iterations)}
+
+
+def weight_spread(run: TrainingRun) -> float:
+    """Largest ``|w_i - w_j|`` over trainable weights and process pairs, compared on the
+    main process from gathered copies (independent of the trainer's own check)."""
+    mine = {n: p.detach().cpu().clone() for n, p in run.model.named_parameters() if p.requires_grad}
+    everyone = gather_object([mine])
+    worst = 0.0
+    for other in everyone[1:]:
+        for name, weight in everyone[0].items():
+            worst = max(worst, float((weight.double() - other[name].double()).abs().max()))
+    return worst
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trainer", choices=sorted(TRAINERS), required=True)
+    args, rest = parser.parse_known_args()
+    config_cls, iterations = TRAINERS[args.trainer]
+    config, output_dir = parse_args(config_cls, rest, "check_ranks.py")
+    logging.basicConfig(
+        level=logging.INFO if os.environ.get("RANK", "0") == "0" else logging.WARNING,
+        format="%(asctime)s %(name)s: %(message)s",
+    )
+    with TrainingRun(config, output_dir, args.trainer) as run:
+        at_start = weight_spread(run)
+        iterations(run)
+        at_end = weight_spread(run)
+        if run.is_main:
+            last = [r for r in read_metrics(output_dir) if "train/optimizer_steps" in r][-1]
+            report = {
+                "processes": run.world_size,
+                "device": str(run.accelerator.device),
+                "dtype": str(run.compute_dtype),
+                "trainable_tensors": len(run.trainable),
+                "trainable_parameters": sum(p.numel() for p in run.trainable),
+                "max_abs_difference_at_start": at_start,
+                "max_abs_difference_at_end": at_end,
+                **{k: v for k, v in last.items() if "mismatch" in k or k == "train/entropy"},
+                "cuda": torch.cuda.is_available(),
+            }
+            (output_dir / "rank_check.json").write_text(json.dumps(report, indent=2) + "\n")
+            print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    main()

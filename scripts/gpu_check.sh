@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The trainer checks that need a GPU (docs/training.md, "On GPUs"): run on a machine
+# with CUDA, paste the two reports into docs/benchmarks.md.
+#
+#   bash scripts/gpu_check.sh [OUT_DIR]
+#
+# 1. One process, bf16: GRPO rollouts with HF generate (KV cache, bf16 kernels) and one
+#    update; prints the rollout/trainer old-logprob mismatch (train/logprob_mismatch_*)
+#    that the trainer-side old logprobs make harmless.
+# 2. Two processes, bf16 (two GPUs; on one GPU the second check runs on CPU and says
+#    so): GRPO iterations, then the largest weight difference between the processes
+#    after the model is built and after training (must be 0).
+# The tiny random model is built on the fly: nothing is downloaded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+OUT=${1:-runs/gpu_check}
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "gpu_check: no CUDA device visible to torch; nothing to check here" >&2
+  exit 1
+fi
+GPUS=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
+"$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))"
+
+COMMON=(--config scripts/configs/tiny_learn.yaml --model.dtype bfloat16 --iterations 2
+  --eval.episodes 0 --logging.progress false --logging.report_to '[]')
+
+echo "== 1 process, bf16: rollout + update =="
+"$PYTHON" scripts/check_ranks.py --trainer grpo --output-dir "$OUT/one" "${COMMON[@]}" \
+  --rollout.episodes_per_iteration 8
+
+echo "== 2 processes, bf16 =="
+if [ "$GPUS" -ge 2 ]; then
+  "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node 2 scripts/check_ranks.py \
+    --trainer grpo --output-dir "$OUT/two" "${COMMON[@]}" --rollout.episodes_per_iteration 8
+else
+  echo "only $GPUS GPU: the 2-process check runs on CPU (gloo) instead"
+  CUDA_VISIBLE_DEVICES="" "$PYTHON" -m torch.distributed.run --standalone --nproc_per_node 2 \
+    scripts/check_ranks.py --trainer grpo --output-dir "$OUT/two" "${COMMON[@]}" \
+    --rollout.episodes_per_iteration 8
+fi
+echo "reports: $OUT/one/rank_check.json $OUT/two/rank_check.json"

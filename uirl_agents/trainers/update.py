@@ -1,0 +1,207 @@
+"""The policy update both trainers share: token samples, micro-batches, gradients, steps.
+
+Expert iteration (SFT on kept episodes) and GRPO differ only in the per-token loss of
+a micro-batch; everything around it is here, written once:
+
+- :class:`TokenSample`: one model step to train on (its exact prompt as messages +
+  the images the model saw, and the completion's token ids as sampled);
+- :func:`update_schedule`: an epoch's micro-batches (token budget) grouped into
+  optimizer steps, the same number of steps on every process;
+- :func:`run_update`: ``optim.epochs`` passes; each optimizer step backpropagates its
+  micro-batches' summed loss divided by one constant (the iteration's completion
+  tokens over every process, over the epoch's optimizer steps: a token mean that does
+  not depend on how tokens fall into micro-batches or processes), sums gradients over
+  processes (:func:`all_reduce_gradients`), clips and steps.
+
+Why not DDP: processes take different numbers of micro-batches (their episodes differ
+in length), and DDP's reducer needs the same backward schedule everywhere. A process
+with fewer micro-batches takes part in every all-reduce with zero gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from uirl_agents.trainers.losses import token_budget_batches
+
+if TYPE_CHECKING:
+    from uirl_agents.trainers.common import TrainingRun
+
+# Gradients are summed over processes this many bytes at a time: one flat copy of every
+# gradient would cost a full model's worth of memory (~14 GB in bf16 for 7B).
+BUCKET_BYTES = 32 * 2**20
+
+
+@dataclass
+class TokenSample:
+    """One model step to train on.
+
+    Attributes:
+        messages, images: the prompt exactly as the model saw it.
+        completion_ids: the completion's token ids as sampled (end-of-turn included).
+        num_tokens: prompt + completion tokens (the micro-batch budget's unit).
+        advantage: GRPO's advantage of the step's episode (1.0 for SFT).
+        rollout_logprobs: the rollout engine's logprobs of ``completion_ids`` (None:
+            not recorded).
+        old_logprobs, ref_logprobs: the trainer's logprobs before the update and the
+            reference policy's, filled in by GRPO's scoring pass.
+    """
+
+    messages: list[dict]
+    images: list[np.ndarray]
+    completion_ids: list[int]
+    num_tokens: int
+    advantage: float = 1.0
+    rollout_logprobs: list[float] | None = None
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+
+
+@dataclass
+class BatchLoss:
+    """A micro-batch's loss summed over its completion tokens, and statistics to sum."""
+
+    loss_sum: torch.Tensor
+    stats: dict[str, float]
+
+
+LossFn = Callable[[Sequence[TokenSample]], BatchLoss]
+
+
+def update_schedule(
+    samples: Sequence[TokenSample],
+    rng: np.random.Generator,
+    *,
+    micro_batch_tokens: int,
+    grad_accumulation_steps: int,
+    max_all: Callable[[float], float],
+) -> list[list[list[TokenSample]]]:
+    """One epoch: shuffled micro-batches by token budget, grouped into optimizer steps.
+
+    Every process gets the same number of optimizer steps (the most any process needs);
+    a process out of data gets empty steps.
+    """
+    shuffled = [samples[i] for i in rng.permutation(len(samples))]
+    micro = token_budget_batches(shuffled, lambda s: s.num_tokens, micro_batch_tokens)
+    k = grad_accumulation_steps
+    num_steps = math.ceil(max_all(len(micro)) / k)
+    return [micro[i * k : (i + 1) * k] for i in range(num_steps)]
+
+
+def all_reduce_gradients(params: Sequence[torch.nn.Parameter]) -> None:
+    """Sum the parameters' gradients (none may be None) over processes, in buckets of
+    ~``BUCKET_BYTES``."""
+    bucket: list[torch.nn.Parameter] = []
+    size = 0
+    for p in params:
+        bucket.append(p)
+        size += p.grad.numel() * p.grad.element_size()
+        if size >= BUCKET_BYTES:
+            _all_reduce_bucket(bucket)
+            bucket, size = [], 0
+    if bucket:
+        _all_reduce_bucket(bucket)
+
+
+def _all_reduce_bucket(bucket: list[torch.nn.Parameter]) -> None:
+    flat = torch.cat([p.grad.flatten() for p in bucket])
+    dist.all_reduce(flat)
+    offset = 0
+    for p in bucket:
+        n = p.grad.numel()
+        p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+        offset += n
+
+
+def optimizer_step(run: TrainingRun) -> float:
+    """Sum gradients over processes, clip, step; returns the pre-clip gradient norm."""
+    params = run.trainable
+    for p in params:
+        # No data in this step (on this process): a zero gradient, not None, so that
+        # AdamW still takes its step (its moments decay) exactly as with data whose
+        # gradient is 0, and every process takes part in the all-reduce.
+        if p.grad is None:
+            p.grad = torch.zeros_like(p)
+    if run.world_size > 1:
+        all_reduce_gradients(params)
+    max_norm = run.config.optim.max_grad_norm or math.inf
+    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    run.optimizer.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return grad_norm
+
+
+def run_update(
+    run: TrainingRun,
+    samples: Sequence[TokenSample],
+    loss_fn: LossFn,
+    *,
+    seed_stream: int,
+    iteration: int,
+    keep: Callable[[TokenSample], bool] | None = None,
+) -> dict[str, float]:
+    """``optim.epochs`` passes of ``loss_fn`` over this process's samples.
+
+    Args:
+        run: the training run (model, optimizer, config, process group).
+        samples: this process's samples.
+        loss_fn: a micro-batch's summed per-token loss (with gradients) and statistics.
+        seed_stream, iteration: seed the data order (with ``config.seed`` and the rank).
+        keep: samples that fail it are left out of the forward/backward passes *after*
+            micro-batches and optimizer steps are laid out (for samples known to add no
+            gradient: leaving them out changes nothing but the compute).
+
+    Returns:
+        ``train/loss`` (per token), the summed statistics over every process divided by
+        the tokens, ``train/grad_norm`` (mean pre-clip norm), ``train/optimizer_steps``,
+        ``train/tokens_processed`` (this process's prompt + completion tokens).
+    """
+    o = run.config.optim
+    total_tokens = run.sum_all(sum(len(s.completion_ids) for s in samples))
+    rng = np.random.default_rng([run.config.seed, seed_stream, iteration, run.rank])
+    totals: dict[str, float] = defaultdict(float)
+    grad_norms: list[float] = []
+    run.model.train()
+    for _epoch in range(o.epochs):
+        schedule = update_schedule(
+            samples,
+            rng,
+            micro_batch_tokens=o.micro_batch_tokens,
+            grad_accumulation_steps=o.grad_accumulation_steps,
+            max_all=run.max_all,
+        )
+        normaliser = max(total_tokens / max(len(schedule), 1), 1.0)
+        for micro_batches in schedule:
+            for batch in micro_batches:
+                batch = [s for s in batch if keep is None or keep(s)]
+                if not batch:
+                    continue
+                with run.autocast():
+                    terms = loss_fn(batch)
+                (terms.loss_sum / normaliser).backward()
+                totals["loss"] += float(terms.loss_sum.detach())
+                totals["tokens"] += sum(len(s.completion_ids) for s in batch)
+                totals["seq_tokens"] += sum(s.num_tokens for s in batch)
+                for key, value in terms.stats.items():
+                    totals[key] += value
+            grad_norms.append(optimizer_step(run))
+    run.model.eval()
+    seq_tokens = totals.pop("seq_tokens", 0.0)
+    # One reduction of the whole dict: a process without data has no statistics keys,
+    # and a reduction per key would leave the processes waiting on different calls.
+    everyone = run.sum_all_dict(dict(totals))
+    tokens = everyone.pop("tokens", 0.0)
+    metrics = {f"train/{k}": v / max(tokens, 1.0) for k, v in sorted(everyone.items())}
+    metrics["train/loss"] = metrics.get("train/loss", 0.0)
+    metrics["train/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
+    metrics["train/optimizer_steps"] = float(len(grad_norms))
+    metrics["train/tokens_processed"] = seq_tokens
+    return metrics
