@@ -32,6 +32,7 @@ import requests
 import uirl_gym
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.env import UIEnv
+from uirl_gym.runtimes.base import session_headers
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 from uirl_gym.vector import SessionVectorEnv
 
@@ -72,6 +73,7 @@ def bench_cold_start(runtime: LocalRuntime, repeats: int) -> list[float]:
 
 def bench_http_step(base_url: str, steps: int) -> list[float]:
     http = requests.Session()
+    http.headers.update(session_headers(base_url))  # /reset needs the session token
     http.post(f"{base_url}/reset", json={"seed": 0}).raise_for_status()
     times = []
     for i in range(steps):

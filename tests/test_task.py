@@ -42,6 +42,7 @@ def test_reset_options_and_instruction() -> None:
         ({"rows": [100]}, "out of range"),
         ({"rows": []}, "non-empty"),
         ({"num_rows": 21}, "num_rows"),
+        ({"rows": list(range(21))}, "at most 20 target rows"),
         ({"num_data_rows": 0}, "num_data_rows"),
         ({"rows": [1], "num_rows": 2}, "must equal"),
         ({"row": [1]}, "unknown option"),

@@ -8,9 +8,17 @@ module prefix).
 from gymnasium.envs.registration import register, registry
 
 from uirl_gym.actions import Action, ActionType, action_space
-from uirl_gym.env import RewardConfig, UIEnv
+from uirl_gym.env import ClosedEnvironmentError, ResetNeededError, RewardConfig, UIEnv
 
-__all__ = ["Action", "ActionType", "RewardConfig", "UIEnv", "action_space"]
+__all__ = [
+    "Action",
+    "ActionType",
+    "ClosedEnvironmentError",
+    "ResetNeededError",
+    "RewardConfig",
+    "UIEnv",
+    "action_space",
+]
 
 ENV_ID = "uirl/SimpleDataEntry-v0"
 MAX_EPISODE_STEPS = 60

@@ -89,6 +89,11 @@ class SimpleDataEntryTask(Task):
                 raise TaskOptionsError(f"rows: must be a non-empty list of integers, got {rows!r}")
             if len(set(rows)) != len(rows):
                 raise TaskOptionsError(f"rows: must not repeat a row, got {rows}")
+            if len(rows) > MAX_TARGET_ROWS:
+                raise TaskOptionsError(
+                    f"rows: at most {MAX_TARGET_ROWS} target rows, got {len(rows)}; pass "
+                    "fewer rows and spread the rest over more episodes"
+                )
             bad = [r for r in rows if not 0 <= r < num_data_rows]
             if bad:
                 raise TaskOptionsError(
