@@ -154,9 +154,14 @@ def build_policy(
 
     path = spec.target
     if path == "tiny":
+        import torch
+
         from uirl_agents.tiny_model import build_tiny_qwen25vl
 
         path = str(build_tiny_qwen25vl(work_dir / "tiny-model"))
+        # Its matrices are too small to gain from threads, and a second thread spinning
+        # beside the sessions' Chromium made a step 10-20x slower on a busy 2-core box.
+        torch.set_num_threads(1)
     config = HFPolicyConfig(max_new_tokens=spec.max_tokens)
     policy = HFPolicy.from_pretrained(path, spec.format, config, adapter_path=spec.lora)
     policy.name = spec.label
