@@ -437,7 +437,7 @@ def test_sft_trains_on_the_sampled_ids_and_drops_unparsed_steps(tiny_qwen25vl_di
     assert len(kept) == 2
     assert len(sft_samples(run, [episode], drop_unparsed=False)) == 3
     loss = sft_loss(run, kept)
-    assert float(loss.loss_sum) > 0
+    assert float(loss.loss_sum.detach()) > 0
 
 
 def test_full_fine_tuning_keeps_float32_master_weights(tiny_qwen25vl_dir: Path) -> None:
@@ -602,24 +602,6 @@ def test_grpo_resumes_after_a_kill_mid_iteration(tmp_path: Path) -> None:
         )
 
 
-@pytest.mark.slow
-def test_rs_one_process_end_to_end(tmp_path: Path) -> None:
-    mark = f"rs-{uuid.uuid4().hex}"
-    out = tmp_path / "rs"
-    _run(_command("train_rs.py", out, 1, "--iterations", "1"), mark)
-    _assert_no_orphans(mark)
-    (record,) = [r for r in read_metrics(out) if "train/samples" in r]
-    # tiny_cpu.yaml: 2 expert demonstrations (reward >= 0) pass the threshold.
-    assert record["train/samples"] >= 3 and record["train/optimizer_steps"] >= 1
-    assert record["rollout/episodes"] == 4 and record["demonstrations/episodes"] == 2
-    for key in ("train/loss", "perf/tokens_per_s", "perf/time_share_env", "rollout/success_rate"):
-        assert key in record
-    assert any("eval/reward_mean" in r for r in read_metrics(out))
-    adapter = ckpt.latest_checkpoint(out) / ckpt.ADAPTER_DIR
-    assert (adapter / "adapter_model.safetensors").exists()
-    assert (out / "config_rs.yaml").exists() and list((out / "tb").iterdir())
-
-
 TINY_LEARN = REPO / "scripts" / "configs" / "tiny_learn.yaml"
 # Two processes, one fixed task instance for both (the same prompts on both ranks), the
 # learning demo's settings (tiny_learn.yaml), small.
@@ -662,6 +644,14 @@ def test_expert_iteration_two_processes(rs_two_processes: tuple[Path, dict, str]
     assert records[0]["train/samples"] > 0 and records[0]["train/optimizer_steps"] >= 1
     assert all(r["train/rank_divergence"] == 0 for r in records)
     assert stderr.count(" step 1: ") == 1  # only the main process logs
+    last = records[-1]
+    for key in ("train/loss", "perf/tokens_per_s", "perf/time_share_env", "eval/reward_mean"):
+        assert key in last
+    # Iteration 0: 2 expert demonstrations on the same instance, written in the format.
+    assert records[0]["demonstrations/episodes"] == 2
+    adapter = ckpt.latest_checkpoint(out) / ckpt.ADAPTER_DIR
+    assert (adapter / "adapter_model.safetensors").exists()
+    assert (out / "config_rs.yaml").exists() and list((out / "tb").iterdir())
     # Same task instance and prompts on both ranks; after iteration 0's update each rank
     # must still sample with a stream of its own.
     texts = {}
