@@ -217,7 +217,9 @@ class TrainingRun:
         rank, world_size: this process's index and the number of processes.
         model, processor, format: the policy model (``PeftModel`` with LoRA), its
             processor and prompt format.
-        optimizer: AdamW over the trainable parameters.
+        trainable: the trainable parameters (the LoRA adapter, or all but frozen ones).
+        compute_dtype: the dtype of forward passes (see :meth:`autocast`).
+        optimizer: AdamW over ``trainable``; scheduler: its learning-rate schedule.
         policy: samples actions with the current weights (HF in-process, or vLLM).
         eval_policy: the current weights, greedy (or at ``eval.temperature``).
         envs: this process's sessions.
@@ -230,7 +232,9 @@ class TrainingRun:
         collect: run a policy on specs (trajectories written if configured).
         episode_metrics: ``{prefix}/...`` means over every process's episodes.
         evaluate_at_start / end_iteration (evaluate, log, checkpoint) / publish_weights.
-        sum_all / max_all: reductions over processes.
+        sum_all / max_all / sum_all_dict: reductions over processes.
+        rank_divergence: the largest weight difference between two processes (0).
+        autocast: the context forward passes run in.
     """
 
     def __init__(self, config: TrainConfig, output_dir: str | Path, trainer: str) -> None:
