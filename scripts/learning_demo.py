@@ -1,18 +1,21 @@
-"""Learning curves of both trainers on a task the tiny model learns on CPU in minutes.
+"""The tiny model learns to succeed at SimpleDataEntry: cold start by SFT, then GRPO.
 
     python scripts/learning_demo.py --output-dir runs/learning_demo
 
-Runs, with scripts/configs/tiny_learn.yaml (one-step episodes: click the target row's
-cell; dense reward +0.05 for it, 0 for another valid action, -0.1 for unparseable
-output):
+Runs the real scripts on real sessions with scripts/configs/tiny_task.yaml (one fixed
+task instance: task seed 0, sheet row 2; sparse reward, success = the env's
+``is_success``):
 
-1. a cold start shared by both trainers: expert iteration's iteration 0, i.e. a few SFT
-   steps on 2 expert demonstrations (the random model's own episodes earn nothing);
-2. expert iteration from there (the same run, resumed for more iterations);
-3. GRPO from the same cold-start adapter.
+1. **cold start**: expert iteration's first iteration (``train_rs.py --iterations 1``):
+   its rollouts come from the random model and earn nothing; its update is SFT on
+   ``rs.expert_episodes`` scripted-expert demonstrations (click a field, type its
+   value, x3, Submit);
+2. **GRPO** from the cold-start adapter (``train_grpo.py --model.adapter_path``);
+3. **baseline**: the same GRPO command with a learning rate of 1e-12 (the optimizer
+   must get a positive one): the cold-start policy sampled for as many iterations.
 
 Then writes ``learning_curves.png`` and ``learning_curves.md`` (the numbers) in the
-output dir. Each run is a subprocess running the real scripts on real sessions.
+output dir. Each run's log is ``<output dir>/<phase>.log``.
 """
 
 from __future__ import annotations
@@ -28,15 +31,27 @@ from pathlib import Path
 from uirl_agents.trainers.metrics import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
-CONFIG = REPO / "scripts" / "configs" / "tiny_learn.yaml"
-# Expert iteration fine-tunes to convergence on what it keeps (SFT); GRPO takes small
-# steps (tiny_learn.yaml's optim section).
-RS_OVERRIDES = ["--optim.learning_rate", "0.01", "--optim.epochs", "16"]
-RS_OVERRIDES += ["--optim.micro_batch_tokens", "512"]  # one example per micro-batch
-KEYS = ("rollout/reward_mean", "rollout/invalid_action_rate", "eval/reward_mean")
+CONFIG = REPO / "scripts" / "configs" / "tiny_task.yaml"
+# The cold start fine-tunes hard on one demonstration (the task instance is fixed, so
+# every demonstration is the same 7 steps): one micro-batch of all 7 steps per
+# optimizer step. Its rollouts (2 episodes of the random model, 4 tokens a step) only
+# complete the iteration: they never succeed and are not trained on.
+COLD_START = [
+    "--iterations", "1",
+    "--rs.expert_episodes", "1",
+    "--optim.learning_rate", "0.02",
+    "--optim.epochs", "80",
+    "--optim.micro_batch_tokens", "8192",
+    "--rollout.episodes_per_iteration", "2",
+    "--rollout.group_size", "1",
+    "--rollout.max_new_tokens", "4",
+]  # fmt: skip
+BASELINE_LR = "1e-12"
+KEYS = ("rollout/success_rate", "rollout/reward_mean", "rollout/invalid_action_rate")
 
 
 def run(script: str, out: Path, *args: str) -> float:
+    """Run one training script to the end; its output goes to ``<out>.log``."""
     cmd = [sys.executable, str(REPO / "scripts" / script), "--config", str(CONFIG)]
     cmd += ["--output-dir", str(out), "--logging.progress", "false", *args]
     print("$", " ".join(cmd[1:]), flush=True)
@@ -44,16 +59,18 @@ def run(script: str, out: Path, *args: str) -> float:
     t0 = time.perf_counter()
     with open(out.parent / f"{out.name}.log", "a") as log:
         subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    print(f"  done in {seconds / 60:.1f} min", flush=True)
+    return seconds
 
 
 def curve(out: Path) -> dict[int, dict[str, float]]:
-    """``{step: {metric: value}}`` from a run's metrics.jsonl."""
+    """``{iteration: {metric: value}}`` of a run's rollouts, from its metrics.jsonl."""
     steps: dict[int, dict[str, float]] = {}
     for record in read_metrics(out):
-        steps.setdefault(int(record["step"]), {}).update(
-            {k: v for k, v in record.items() if k in KEYS}
-        )
+        values = {k: v for k, v in record.items() if k in KEYS}
+        if values:
+            steps.setdefault(int(record["step"]), {}).update(values)
     return dict(sorted(steps.items()))
 
 
@@ -61,73 +78,85 @@ def table(name: str, points: dict[int, dict[str, float]], seconds: float) -> str
     lines = [
         f"**{name}** ({seconds / 60:.1f} min)",
         "",
-        "| step | rollout reward | rollout invalid rate | eval reward |",
+        "| iteration | success rate | mean return | invalid-action rate |",
         "|---:|---:|---:|---:|",
     ]
     for step, m in points.items():
-        cells = [f"{m[k]:+.4f}" if k in m else "" for k in KEYS]
+        cells = [f"{m[k]:.3f}" if k in m else "" for k in KEYS]
         lines.append(f"| {step} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def plot(curves: dict[str, dict[int, dict[str, float]]], path: Path) -> None:
+def plot(cold: dict, grpo: dict, baseline: dict, path: Path) -> None:
+    """Success and invalid-action rate of the rollouts, per iteration, both phases."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    panels = [("rollout/reward_mean", "training episodes"), ("eval/reward_mean", "held-out eval")]
-    for ax, (key, title) in zip(axes, panels, strict=True):
-        for name, points in curves.items():
-            xs = [s for s, m in points.items() if key in m]
-            ax.plot(xs, [points[s][key] for s in xs], marker="o", label=name)
-        ax.axhline(0.05, color="grey", linestyle=":", label="max (+0.05)")
-        ax.set_title(f"mean reward, {title}")
-        ax.set_xlabel("step (iterations done)")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    panels = [
+        ("rollout/success_rate", "success rate (the env's is_success)"),
+        ("rollout/invalid_action_rate", "invalid-action rate (per step)"),
+    ]
+    for ax, (key, label) in zip(axes, panels, strict=True):
+        # x = GRPO updates before the rollouts; the cold start's rollouts (the random
+        # model, before its SFT update) sit at x = -1.
+        ax.plot([-1], [cold[1][key]], "ks", label="random model (before cold-start SFT)")
+        for name, points, style in (
+            ("GRPO", grpo, "o-"),
+            (f"baseline (lr {BASELINE_LR})", baseline, "x--"),
+        ):
+            xs = sorted(points)
+            ax.plot([x - 1 for x in xs], [points[x][key] for x in xs], style, label=name)
+        ax.axvline(-0.5, color="grey", linestyle=":")
+        ax.text(-0.45, 0.5, "cold-start SFT", rotation=90, color="grey", fontsize=8, va="center")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("GRPO updates before the rollouts (0: the cold-start policy)")
+        ax.set_title(f"training rollouts: {label}", fontsize=10)
+        ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("mean episode reward")
-    axes[1].legend()
+    axes[0].legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", type=Path, required=True)
-    parser.add_argument("--rs-iterations", type=int, default=8)
-    parser.add_argument("--grpo-iterations", type=int, default=12)
+    parser.add_argument(
+        "--grpo-iterations", type=int, default=None, help="default: tiny_task.yaml's iterations"
+    )
     args = parser.parse_args()
     out = args.output_dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    rs_dir, grpo_dir = out / "rs", out / "grpo"
-    warm = out / "warm_start_adapter"
+    cold_dir, grpo_dir, base_dir = out / "cold_start", out / "grpo", out / "baseline"
+    warm = out / "cold_start_adapter"
+    iterations = [] if args.grpo_iterations is None else ["--iterations", str(args.grpo_iterations)]
 
-    seconds = {"cold start": run("train_rs.py", rs_dir, "--iterations", "1", *RS_OVERRIDES)}
+    print("1/3 cold start: SFT on the expert's demonstrations", flush=True)
+    seconds = {"cold start": run("train_rs.py", cold_dir, *COLD_START)}
     shutil.rmtree(warm, ignore_errors=True)
-    shutil.copytree(rs_dir / "checkpoints" / "iter_000001" / "adapter", warm)
-    seconds["expert iteration"] = seconds["cold start"] + run(
-        "train_rs.py", rs_dir, "--iterations", str(args.rs_iterations), *RS_OVERRIDES
-    )
-    seconds["GRPO"] = run(
-        "train_grpo.py",
-        grpo_dir,
-        "--iterations",
-        str(args.grpo_iterations),
-        "--model.adapter_path",
-        str(warm),
-    )
-    curves = {"expert iteration": curve(rs_dir), "GRPO": curve(grpo_dir)}
-    plot(curves, out / "learning_curves.png")
+    shutil.copytree(cold_dir / "checkpoints" / "iter_000001" / "adapter", warm)
+    print("2/3 GRPO from the cold-start adapter", flush=True)
+    seconds["GRPO"] = run("train_grpo.py", grpo_dir, *iterations, "--model.adapter_path", str(warm))
+    print(f"3/3 baseline: the same GRPO command, learning rate {BASELINE_LR}", flush=True)
+    seconds["baseline"] = run(
+        "train_grpo.py", base_dir, *iterations, "--model.adapter_path", str(warm),
+        "--optim.learning_rate", BASELINE_LR,
+    )  # fmt: skip
+    cold, grpo, baseline = curve(cold_dir), curve(grpo_dir), curve(base_dir)
+    plot(cold, grpo, baseline, out / "learning_curves.png")
     text = "\n\n".join(
         [
-            "Step k: the rollouts of iteration k (sampled with the weights after k - 1 "
-            "updates) and the evaluation after its update; step 0: the evaluation before "
-            "any update. Expert iteration's iteration 1 is the cold start (its rollouts come "
-            "from the random model; its update is SFT on 2 expert demonstrations). GRPO "
-            "starts from that cold-start adapter.",
-            table("Expert iteration", curves["expert iteration"], seconds["expert iteration"]),
-            table("GRPO", curves["GRPO"], seconds["GRPO"]),
+            "Iteration k: the rollouts sampled with the weights after k - 1 updates (GRPO "
+            "iteration 1: the cold-start policy). The cold start's iteration 1 samples the "
+            "random model; its update is SFT on the expert's demonstrations.",
+            table("Cold start (expert iteration, 1 iteration)", cold, seconds["cold start"]),
+            table("GRPO", grpo, seconds["GRPO"]),
+            table(f"Baseline (GRPO, lr {BASELINE_LR})", baseline, seconds["baseline"]),
+            f"Total: {sum(seconds.values()) / 60:.1f} min.",
         ]
     )
     (out / "learning_curves.md").write_text(text + "\n")
