@@ -44,7 +44,12 @@ from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.cli import config_to_dict, save_config
 from uirl_agents.trainers.config import TINY_MODEL, EnvConfig, ModelConfig, TrainConfig
-from uirl_agents.trainers.metrics import MetricsLogger, episode_metrics, episode_record
+from uirl_agents.trainers.metrics import (
+    MetricsLogger,
+    check_backends,
+    episode_metrics,
+    episode_record,
+)
 from uirl_agents.trajectories import Episode, TrajectoryWriter
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.vector import SessionVectorEnv
@@ -257,6 +262,7 @@ class TrainingRun:
                 "give this run another --output-dir"
             )
         self.start_iteration = int(self.state.get("iteration", 0))
+        check_backends(config.logging.report_to)  # before any model or session
         if self.is_main:
             save_config(config, self.output_dir / f"config_{trainer}.yaml")
             logger.info("%s config (resolved):\n%s", trainer, _pretty(config_to_dict(config)))
