@@ -32,16 +32,15 @@ from uirl_agents.trainers.metrics import read_metrics
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "scripts" / "configs" / "tiny_task.yaml"
-# The cold start fine-tunes hard on one demonstration (the task instance is fixed, so
-# every demonstration is the same 7 steps): one micro-batch of all 7 steps per
-# optimizer step. Its rollouts (2 episodes of the random model, 4 tokens a step) only
+# The cold start fine-tunes hard on the demonstrations (the task instance is fixed, so
+# both are the same 7 steps): 80 epochs, ~7 steps per micro-batch and optimizer step
+# (160 steps). Its rollouts (2 episodes of the random model, 4 tokens a step) only
 # complete the iteration: they never succeed and are not trained on.
 COLD_START = [
     "--iterations", "1",
-    "--rs.expert_episodes", "1",
-    "--optim.learning_rate", "0.02",
+    "--optim.learning_rate", "0.01",
     "--optim.epochs", "80",
-    "--optim.micro_batch_tokens", "8192",
+    "--optim.micro_batch_tokens", "4096",
     "--rollout.episodes_per_iteration", "2",
     "--rollout.group_size", "1",
     "--rollout.max_new_tokens", "4",
