@@ -234,6 +234,7 @@ class TrainingRun:
     Methods:
         iterations: the iteration indices still to run (with a progress bar).
         episode_specs: the training episodes of an iteration for this process.
+        collect_iteration: run the current policy on them.
         collect: run a policy on specs (trajectories written if configured).
         episode_metrics: ``{prefix}/...`` means over every process's episodes.
         evaluate_at_start / end_iteration (evaluate, log, checkpoint) / publish_weights.
@@ -407,6 +408,11 @@ class TrainingRun:
         r = self.config.rollout
         num_groups = r.episodes_per_iteration // (r.group_size * self.world_size)
         return self.task_specs(TRAIN_STREAM, iteration, num_groups, r.group_size, "it")
+
+    def collect_iteration(self, iteration: int) -> list[Episode]:
+        """This process's training episodes of ``iteration``, sampled with ``policy``
+        (trajectories under ``trajectories/iter_NNNNNN``)."""
+        return self.collect(self.policy, self.episode_specs(iteration), tag=f"iter_{iteration:06d}")
 
     def eval_specs(self) -> list[EpisodeSpec]:
         """This process's share of the held-out evaluation instances (the same every time)."""

@@ -232,9 +232,7 @@ def grpo_iterations(run: TrainingRun) -> None:
     for iteration in run.iterations():
         watch = Stopwatch()
         with watch.phase("rollout"):
-            episodes = run.collect(
-                run.policy, run.episode_specs(iteration), tag=f"iter_{iteration:06d}"
-            )
+            episodes = run.collect_iteration(iteration)
         watch.add("policy", policy_seconds(episodes))
         samples = step_samples(episodes, config.grpo, vision_token_ids(run.model.config))
         with watch.phase("train"):

@@ -69,9 +69,7 @@ def rs_iterations(run: TrainingRun) -> None:
     for iteration in run.iterations():
         watch = Stopwatch()
         with watch.phase("rollout"):
-            episodes = run.collect(
-                run.policy, run.episode_specs(iteration), tag=f"iter_{iteration:06d}"
-            )
+            episodes = run.collect_iteration(iteration)
             demos = []
             if iteration == 0 and config.rs.expert_episodes:
                 demos = collect_demonstrations(run)
