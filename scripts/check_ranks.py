@@ -3,7 +3,9 @@
     torchrun --nproc_per_node 2 scripts/check_ranks.py --trainer grpo \\
         --config scripts/configs/tiny_cpu.yaml --output-dir runs/check --iterations 2
 
-Builds the run as the training scripts do, gathers every process's trainable weights
+Under ``accelerate launch --config_file scripts/configs/accelerate/fsdp.yaml`` (or with
+``--model.fsdp true``) the model is sharded: the report says so, and how many trainable
+parameters each process stores. Builds the run as the training scripts do, gathers every process's trainable weights
 after the model is built and again after the iterations, and writes
 ``OUTPUT_DIR/rank_check.json`` (main process): the largest absolute difference
 between any two processes' weights at both points (0 when in sync), the number of
@@ -21,6 +23,7 @@ import os
 import torch
 from accelerate.utils import gather_object
 
+from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.common import TrainingRun
 from uirl_agents.trainers.config import GRPOConfig, RSConfig
@@ -34,13 +37,23 @@ TRAINERS = {"grpo": (GRPOConfig, grpo_iterations), "rs": (RSConfig, rs_iteration
 def weight_spread(run: TrainingRun) -> float:
     """Largest ``|w_i - w_j|`` over trainable weights and process pairs, compared on the
     main process from gathered copies (independent of the trainer's own check)."""
-    mine = {n: p.detach().cpu().clone() for n, p in run.model.named_parameters() if p.requires_grad}
+    # Sharded (FSDP): every process compares the whole tensors, gathered.
+    mine = {
+        n: sharding.whole(p.detach()).cpu().clone()
+        for n, p in run.model.named_parameters()
+        if p.requires_grad
+    }
     everyone = gather_object([mine])
     worst = 0.0
     for other in everyone[1:]:
         for name, weight in everyone[0].items():
             worst = max(worst, float((weight.double() - other[name].double()).abs().max()))
     return worst
+
+
+def _stored(tensor: torch.Tensor) -> torch.Tensor:
+    """What this process stores of a tensor (its shard, for a sharded one)."""
+    return tensor.to_local() if hasattr(tensor, "to_local") else tensor
 
 
 def main() -> None:
@@ -54,6 +67,7 @@ def main() -> None:
         format="%(asctime)s %(name)s: %(message)s",
     )
     with TrainingRun(config, output_dir, args.trainer) as run:
+        held = gather_object([sum(_stored(p).numel() for p in run.trainable)])
         at_start = weight_spread(run)
         iterations(run)
         at_end = weight_spread(run)
@@ -61,10 +75,13 @@ def main() -> None:
             last = [r for r in read_metrics(output_dir) if "train/optimizer_steps" in r][-1]
             report = {
                 "processes": run.world_size,
+                "fsdp": run.sharded,
                 "device": str(run.accelerator.device),
                 "dtype": str(run.compute_dtype),
                 "trainable_tensors": len(run.trainable),
                 "trainable_parameters": sum(p.numel() for p in run.trainable),
+                # What each process stores of them (FSDP: its shards; else everything).
+                "trainable_parameters_per_process": held,
                 "max_abs_difference_at_start": at_start,
                 "max_abs_difference_at_end": at_end,
                 **{k: v for k, v in last.items() if "mismatch" in k or k == "train/entropy"},

@@ -10,6 +10,7 @@
 # 2. Two processes, bf16 (two GPUs; on one GPU the second check runs on CPU and says
 #    so): GRPO iterations, then the largest weight difference between the processes
 #    after the model is built and after training (must be 0).
+# 3. With two GPUs: the same under the shipped FSDP config (NCCL), full fine-tuning.
 # The tiny random model is built on the fly: nothing is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,4 +43,10 @@ else
     scripts/check_ranks.py --trainer grpo --output-dir "$OUT/two" "${COMMON[@]}" \
     --rollout.episodes_per_iteration 8
 fi
-echo "reports: $OUT/one/rank_check.json $OUT/two/rank_check.json"
+if [ "$GPUS" -ge 2 ]; then
+  echo "== 2 processes, FSDP, full fine-tuning, bf16 =="
+  "$PYTHON" -m accelerate.commands.launch --config_file scripts/configs/accelerate/fsdp.yaml \
+    --num_processes 2 scripts/check_ranks.py --trainer grpo --output-dir "$OUT/fsdp" \
+    "${COMMON[@]}" --rollout.episodes_per_iteration 8 --model.lora_rank 0 --optim.learning_rate 1e-5
+fi
+echo "reports: $OUT/one/rank_check.json $OUT/two/rank_check.json (and $OUT/fsdp with 2 GPUs)"

@@ -20,12 +20,14 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import yaml
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, completion_logprobs  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
+from uirl_agents.trainers import sharding  # noqa: E402
 from uirl_agents.trainers.cli import config_markdown, load_config, parse_args  # noqa: E402
 from uirl_agents.trainers.common import (  # noqa: E402
     TRAIN_STREAM,
@@ -54,7 +56,7 @@ from uirl_agents.trainers.losses import (  # noqa: E402
 )
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
 from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
-from uirl_agents.trainers.update import TokenSample  # noqa: E402
+from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402
 from uirl_agents.trajectories import Episode, Step, load_episodes  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
@@ -116,6 +118,43 @@ def test_token_budget_batches() -> None:
 
 
 # ---- configs ----------------------------------------------------------------------------
+
+
+def test_update_schedule_in_lockstep_gives_every_process_the_same_passes() -> None:
+    """FSDP: a process with fewer micro-batches still runs every forward/backward pass
+    (empty batches stand for the missing ones); replicated, it just runs fewer."""
+    samples = [TokenSample([], [], [1], num_tokens=10) for _ in range(3)]
+    rng = np.random.default_rng(0)
+    common = {"micro_batch_tokens": 10, "grad_accumulation_steps": 2, "max_all": lambda n: 7}
+    plain = update_schedule(samples, rng, **common)
+    assert [len(step) for step in plain] == [2, 1, 0, 0]
+    locked = update_schedule(samples, rng, **common, lockstep=True)
+    assert [len(step) for step in locked] == [2, 2, 2, 1]  # 7 passes, as the busiest process
+    assert sum(len(batch) for step in locked for batch in step) == 3
+
+
+def test_fsdp_launch_options_the_trainers_cannot_honour_are_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "false")
+    assert not sharding.launched_with_fsdp()
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    assert sharding.launched_with_fsdp()
+    monkeypatch.setenv("FSDP_OFFLOAD_PARAMS", "true")
+    with pytest.raises(ValueError, match="fsdp_offload_params"):
+        sharding.launched_with_fsdp()
+    monkeypatch.setenv("ACCELERATE_USE_DEEPSPEED", "true")
+    with pytest.raises(ValueError, match="DeepSpeed is not supported"):
+        sharding.launched_with_fsdp()
+
+
+def test_optimizer_state_saved_with_fsdp_is_not_loaded_without_it() -> None:
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.AdamW(model.parameters())
+    by_name = {"state": {}, "param_groups": [{"params": ["weight", "bias"], "lr": 1e-3}]}
+    with pytest.raises(ValueError, match="saved with FSDP and the run is without it"):
+        sharding.load_optimizer_state(model, optimizer, by_name)
+    sharding.load_optimizer_state(model, optimizer, optimizer.state_dict())  # the plain kind
 
 
 def test_config_yaml_overrides_and_derived_fields() -> None:
@@ -199,6 +238,7 @@ def _tiny_run(model_dir: Path, config: GRPOConfig, **model_overrides: object) ->
         format=get_format(config.model.format, format_config_from_processor(processor)),
         rank=0,
         world_size=1,
+        sharded=False,
         trainable=trainable,
         optimizer=torch.optim.AdamW(trainable, lr=1e-2),
         sum_all=float,
@@ -462,14 +502,14 @@ def test_full_fine_tuning_keeps_float32_master_weights(tiny_qwen25vl_dir: Path) 
 
 def test_checkpoints_keep_the_last_k(tmp_path: Path) -> None:
     model = torch.nn.Linear(2, 2)
-    model.save_pretrained = lambda path: Path(path).mkdir(parents=True)  # type: ignore[attr-defined]
+    model.save_pretrained = lambda path, state_dict: Path(path).mkdir(parents=True)  # type: ignore[attr-defined]
     optimizer = torch.optim.AdamW(model.parameters())
     for it in (1, 2, 3):
         ckpt.save_checkpoint(
             tmp_path,
             it,
             model=model,
-            optimizer=optimizer,
+            optimizer_state=optimizer.state_dict(),
             rng_states=[ckpt.rng_state()],
             state={"episodes": 4 * it},
             keep_last=2,
@@ -613,9 +653,19 @@ TWO_PROCESS_ARGS = [
 ]  # fmt: skip
 
 
-def _check_ranks(trainer: str, out: Path, mark: str, *args: str) -> tuple[dict, str]:
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
-    cmd += [str(REPO / "scripts" / "check_ranks.py"), "--trainer", trainer]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+FSDP_CONFIG = REPO / "scripts" / "configs" / "accelerate" / "fsdp.yaml"
+# The shipped FSDP config, as a user launches it (accelerate starts 2 CPU processes).
+ACCELERATE_FSDP = [
+    sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(FSDP_CONFIG),
+    "--num_processes", "2",
+]  # fmt: skip
+
+
+def _check_ranks(
+    trainer: str, out: Path, mark: str, *args: str, launcher: list[str] = TORCHRUN
+) -> tuple[dict, str]:
+    cmd = [*launcher, str(REPO / "scripts" / "check_ranks.py"), "--trainer", trainer]
     cmd += ["--output-dir", str(out), "--logging.progress", "false", *TWO_PROCESS_ARGS, *args]
     result = _run(cmd, mark, timeout_s=420)
     _assert_no_orphans(mark)
@@ -663,17 +713,26 @@ def test_expert_iteration_two_processes(rs_two_processes: tuple[Path, dict, str]
     assert ckpt.latest_checkpoint(out).name == "iter_000002"
 
 
+def _grpo_from_cold_start(rs_out: Path) -> list[str]:
+    """GRPO from the 2-process RS run's adapter, with a KL term to it (the reference)."""
+    warm = ckpt.latest_checkpoint(rs_out) / ckpt.ADAPTER_DIR
+    return ["--model.adapter_path", str(warm), "--grpo.kl_beta", "0.05"]
+
+
+@pytest.fixture(scope="module")
+def grpo_two_processes(
+    rs_two_processes: tuple[Path, dict, str], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("grpo2") / "run"
+    args = _grpo_from_cold_start(rs_two_processes[0])
+    report, _ = _check_ranks("grpo", out, f"grpo2-{uuid.uuid4().hex}", *args)
+    return out, report
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_grpo_two_processes_train_one_model(
-    rs_two_processes: tuple[Path, dict, str], tmp_path: Path
-) -> None:
-    rs_out = rs_two_processes[0]
-    warm = ckpt.latest_checkpoint(rs_out) / ckpt.ADAPTER_DIR
-    out = tmp_path / "grpo"
-    report, _ = _check_ranks(
-        "grpo", out, f"grpo2-{uuid.uuid4().hex}", "--model.adapter_path", str(warm)
-    )
+def test_grpo_two_processes_train_one_model(grpo_two_processes: tuple[Path, dict]) -> None:
+    out, report = grpo_two_processes
     assert report["max_abs_difference_at_start"] == 0
     assert report["max_abs_difference_at_end"] == 0
     records = [r for r in read_metrics(out) if "train/optimizer_steps" in r]
@@ -683,3 +742,47 @@ def test_grpo_two_processes_train_one_model(
     assert all(r["train/logprob_mismatch_max"] < 1e-3 for r in records)
     ranks = sorted(p.name for p in (out / "trajectories" / "iter_000000").iterdir())
     assert ranks == ["rank_0", "rank_1"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_fsdp_shards_the_model_and_trains_the_same_weights(
+    rs_two_processes: tuple[Path, dict, str],
+    grpo_two_processes: tuple[Path, dict],
+    tmp_path: Path,
+) -> None:
+    """Launched with the shipped accelerate FSDP config, GRPO holds each trainable
+    tensor in shards and ends with the weights the replicated run trains."""
+    replicated_out, replicated = grpo_two_processes
+    out = tmp_path / "fsdp"
+    args = _grpo_from_cold_start(rs_two_processes[0])
+    report, _ = _check_ranks(
+        "grpo", out, f"fsdp-{uuid.uuid4().hex}", *args, launcher=ACCELERATE_FSDP
+    )
+    assert report["fsdp"] and not replicated["fsdp"]
+    assert yaml.safe_load((out / "config_grpo.yaml").read_text())["model"]["fsdp"] is True
+    total = report["trainable_parameters"]
+    assert total == replicated["trainable_parameters"]
+    held = report["trainable_parameters_per_process"]
+    assert sum(held) == total and max(held) < 0.6 * total  # each process: about half
+    assert replicated["trainable_parameters_per_process"] == [total, total]
+    # The same episodes (the rollouts ran on the gathered weights) and the same updates.
+    keys = ("rollout/reward_mean", "train/samples", "train/optimizer_steps", "train/kl")
+    sharded_records = [r for r in read_metrics(out) if "train/optimizer_steps" in r]
+    replicated_records = [r for r in read_metrics(replicated_out) if "train/optimizer_steps" in r]
+    assert len(sharded_records) == len(replicated_records) == 2
+    assert [r[k] for r in sharded_records for k in keys] == pytest.approx(
+        [r[k] for r in replicated_records for k in keys], abs=1e-6
+    )
+    assert sum(r["train/grad_norm"] for r in sharded_records) > 0
+    a = _adapter_weights(ckpt.latest_checkpoint(out))
+    b = _adapter_weights(ckpt.latest_checkpoint(replicated_out))
+    assert a.keys() == b.keys()
+    for name in a:
+        torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5, msg=name)
+
+
+def _adapter_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(checkpoint / ckpt.ADAPTER_DIR / "adapter_model.safetensors")

@@ -76,8 +76,9 @@ def save_checkpoint(
     iteration: int,
     *,
     model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
+    optimizer_state: dict[str, Any],
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
+    model_state: dict[str, torch.Tensor] | None = None,
     rng_states: list[dict[str, Any]],
     state: dict[str, Any],
     keep_last: int,
@@ -88,8 +89,10 @@ def save_checkpoint(
         output_dir: the run folder.
         iteration: iterations completed; the resumed run starts at this index.
         model: the trained model (a peft model saves only its adapter).
-        optimizer: its state dict is saved.
+        optimizer_state: the optimizer's state dict (see ``sharding.optimizer_state``).
         scheduler: the learning-rate schedule (its state dict is saved next to it).
+        model_state: the model's whole state dict when ``model`` is sharded (FSDP);
+            None: ``model``'s own.
         rng_states: one :func:`rng_state` per process, in rank order.
         state: JSON-serialisable counters (saved with ``iteration``).
         keep_last: checkpoints kept.
@@ -103,12 +106,14 @@ def save_checkpoint(
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     if _is_peft(model):  # the trained adapter only (not a frozen reference adapter)
-        model.save_pretrained(tmp / ADAPTER_DIR, selected_adapters=["default"])
+        model.save_pretrained(
+            tmp / ADAPTER_DIR, selected_adapters=["default"], state_dict=model_state
+        )
     else:
-        model.save_pretrained(tmp / MODEL_DIR)
+        model.save_pretrained(tmp / MODEL_DIR, state_dict=model_state)
     torch.save(
         {
-            "optimizer": optimizer.state_dict(),
+            "optimizer": optimizer_state,
             "scheduler": scheduler.state_dict() if scheduler is not None else None,
         },
         tmp / "optimizer.pt",
@@ -128,15 +133,14 @@ def load_state(checkpoint: Path) -> dict[str, Any]:
 
 
 def load_optimizer(
-    checkpoint: Path,
-    optimizer: torch.optim.Optimizer,
-    scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
-) -> None:
-    """Restore the optimizer's (and the scheduler's) state."""
+    checkpoint: Path, scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
+) -> dict[str, Any]:
+    """Restore the scheduler's state; returns the optimizer's saved state dict (for
+    ``sharding.load_optimizer_state``)."""
     saved = torch.load(checkpoint / "optimizer.pt", weights_only=False)
-    optimizer.load_state_dict(saved["optimizer"])
     if scheduler is not None and saved["scheduler"] is not None:
         scheduler.load_state_dict(saved["scheduler"])
+    return saved["optimizer"]
 
 
 def load_rng(checkpoint: Path, rank: int, world_size: int) -> None:

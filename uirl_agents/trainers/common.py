@@ -42,6 +42,7 @@ from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
+from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import config_to_dict, save_config
 from uirl_agents.trainers.config import TINY_MODEL, EnvConfig, ModelConfig, TrainConfig
 from uirl_agents.trainers.metrics import (
@@ -223,6 +224,7 @@ class TrainingRun:
         model, processor, format: the policy model (``PeftModel`` with LoRA), its
             processor and prompt format.
         trainable: the trainable parameters (the LoRA adapter, or all but frozen ones).
+        sharded: FSDP holds the model (:mod:`~uirl_agents.trainers.sharding`).
         compute_dtype: the dtype of forward passes (see :meth:`autocast`).
         optimizer: AdamW over ``trainable``; scheduler: its learning-rate schedule.
         policy: samples actions with the current weights (HF in-process, or vLLM).
@@ -264,6 +266,8 @@ class TrainingRun:
             )
         self.start_iteration = int(self.state.get("iteration", 0))
         check_backends(config.logging.report_to)  # before any model or session
+        if sharding.launched_with_fsdp():  # the resolved config says what runs
+            config.model.fsdp = True
         if self.is_main:
             save_config(config, self.output_dir / f"config_{trainer}.yaml")
             logger.info("%s config (resolved):\n%s", trainer, _pretty(config_to_dict(config)))
@@ -279,8 +283,13 @@ class TrainingRun:
             reference_adapter=self._keep_reference_adapter(),
         )
         set_seed(config.seed + self.rank)  # then a sampling stream of its own
-        self.trainable = trainable_parameters(self.model)
         self.compute_dtype = compute_dtype(config.model, self.accelerator.device)
+        self.sharded = config.model.fsdp
+        if self.sharded:
+            units = sharding.shard_model(self.model, self.compute_dtype)
+            logger.info("FSDP: weights sharded over %d processes, %d units", self.world_size, units)
+        # After sharding: FSDP replaces the parameters with sharded ones.
+        self.trainable = trainable_parameters(self.model)
         self.processor = load_processor(model_path)
         self.format: ModelFormat = get_format(
             config.model.format, format_config_from_processor(self.processor)
@@ -297,7 +306,8 @@ class TrainingRun:
             num_training_steps=config.iterations,
         )
         if checkpoint is not None:
-            ckpt.load_optimizer(checkpoint, self.optimizer, self.scheduler)
+            saved = ckpt.load_optimizer(checkpoint, self.scheduler)
+            sharding.load_optimizer_state(self.model, self.optimizer, saved)
             ckpt.load_rng(checkpoint, self.rank, self.world_size)
         r = config.rollout
         sampling = HFPolicyConfig(
@@ -454,8 +464,14 @@ class TrainingRun:
             run_dir = self.output_dir / TRAJECTORIES_DIR / tag / f"rank_{self.rank}"
             shutil.rmtree(run_dir, ignore_errors=True)
             writer = TrajectoryWriter(run_dir)
+        # A sharded model runs each process's own model calls gathered whole; a vLLM
+        # policy makes none here.
+        local = isinstance(policy, HFPolicy)
         try:
-            with self.autocast():
+            with (
+                sharding.gathered(self.model) if local else contextlib.nullcontext(),
+                self.autocast(),
+            ):
                 return collect_episodes(
                     policy,
                     self.envs,
@@ -530,7 +546,7 @@ class TrainingRun:
         """
         done = iteration + 1
         metrics = {**metrics, "train/learning_rate": self.scheduler.get_last_lr()[0]}
-        if self.world_size > 1:
+        if self.world_size > 1 and not self.sharded:  # sharded: one copy, nothing to compare
             metrics["train/rank_divergence"] = divergence = self.rank_divergence()
             if divergence > 0 and self.is_main:
                 logger.warning("processes hold different weights (max |difference| %g)", divergence)
@@ -565,12 +581,15 @@ class TrainingRun:
             return
         self.state["iteration"] = iterations_done
         rng_states = gather_object([ckpt.rng_state()])
+        model_state = sharding.full_model_state(self.model)  # collective when sharded
+        optimizer_state = sharding.optimizer_state(self.model, self.optimizer)
         if self.is_main:
             ckpt.save_checkpoint(
                 self.output_dir,
                 iterations_done,
                 model=self.model,
-                optimizer=self.optimizer,
+                model_state=model_state,
+                optimizer_state=optimizer_state,
                 scheduler=self.scheduler,
                 rng_states=rng_states,
                 state=self.state,
@@ -587,8 +606,11 @@ class TrainingRun:
         r = self.config.rollout
         name = f"{self.output_dir.name}-iter{iterations_done}"
         root = Path(r.vllm_adapter_dir or self.output_dir / "vllm_adapters")
+        model_state = sharding.full_model_state(self.model)  # collective when sharded
         if self.is_main:
-            self.model.save_pretrained(root / name, selected_adapters=["default"])
+            self.model.save_pretrained(
+                root / name, selected_adapters=["default"], state_dict=model_state
+            )
             load_lora_adapter(r.vllm_base_url, name, str(root / name))
         self.accelerator.wait_for_everyone()
         self.policy = vllm_policy(self.config, name, self.format.config)

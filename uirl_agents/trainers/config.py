@@ -94,6 +94,12 @@ class ModelConfig:
     gradient_checkpointing: bool = param(
         False, help="Recompute activations in the backward pass (less memory, ~30% slower)."
     )
+    fsdp: bool = param(
+        False,
+        help="Shard weights, gradients and optimizer state over the processes (FSDP2), for "
+        "models whose full fine-tuning does not fit one GPU; also on when launched with "
+        "scripts/configs/accelerate/fsdp.yaml. Rollouts gather the whole model (docs/training.md).",
+    )
 
 
 @dataclass

@@ -40,6 +40,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from uirl_agents.policies.hf import completion_logprobs
+from uirl_agents.trainers import sharding
 from uirl_agents.trainers.common import TrainingRun, reference_policy
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
 from uirl_agents.trainers.losses import (
@@ -126,7 +127,9 @@ def score_samples(run: TrainingRun, samples: Sequence[TokenSample]) -> dict[str,
     temperature = cfg.rollout.temperature
     entropy_sum, tokens, mismatch_sum, mismatch_max, compared = 0.0, 0, 0.0, 0.0, 0
     batches = token_budget_batches(samples, lambda s: s.num_tokens, cfg.optim.micro_batch_tokens)
-    with torch.no_grad(), run.autocast():
+    # Each process scores its own samples (as many passes as it has batches): the model
+    # is gathered whole so that forward passes need no collective (FSDP).
+    with torch.no_grad(), sharding.gathered(run.model), run.autocast():
         for batch in batches:
             args = _logprob_args(run, batch)
             entropies: list[torch.Tensor] = []

@@ -15,7 +15,10 @@ a micro-batch; everything around it is here, written once:
 
 Why not DDP: processes take different numbers of micro-batches (their episodes differ
 in length), and DDP's reducer needs the same backward schedule everywhere. A process
-with fewer micro-batches takes part in every all-reduce with zero gradients.
+with fewer micro-batches takes part in every all-reduce with zero gradients. With
+FSDP (:mod:`~uirl_agents.trainers.sharding`) every forward pass is a collective call,
+so such a process also runs the missing forward/backward passes, on a placeholder
+sample with weight 0.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from uirl_agents.trainers import sharding
 from uirl_agents.trainers.losses import token_budget_batches
 
 if TYPE_CHECKING:
@@ -65,6 +69,22 @@ class TokenSample:
     ref_logprobs: torch.Tensor | None = None
 
 
+def placeholder_sample() -> TokenSample:
+    """A one-token text-only sample with every field set: what a process short of data
+    runs (with weight 0) while the others train, when FSDP needs every process in
+    every forward pass."""
+    return TokenSample(
+        messages=[{"role": "user", "content": [{"type": "text", "text": "."}]}],
+        images=[],
+        completion_ids=[0],
+        num_tokens=1,
+        advantage=0.0,
+        rollout_logprobs=[0.0],
+        old_logprobs=torch.zeros(1),
+        ref_logprobs=torch.zeros(1),
+    )
+
+
 @dataclass
 class BatchLoss:
     """A micro-batch's loss summed over its completion tokens, and statistics to sum."""
@@ -83,17 +103,22 @@ def update_schedule(
     micro_batch_tokens: int,
     grad_accumulation_steps: int,
     max_all: Callable[[float], float],
+    lockstep: bool = False,
 ) -> list[list[list[TokenSample]]]:
     """One epoch: shuffled micro-batches by token budget, grouped into optimizer steps.
 
     Every process gets the same number of optimizer steps (the most any process needs);
-    a process out of data gets empty steps.
+    a process out of data gets empty steps. With ``lockstep`` (FSDP) every step also
+    has the same number of micro-batches everywhere: the missing ones are empty.
     """
     shuffled = [samples[i] for i in rng.permutation(len(samples))]
     micro = token_budget_batches(shuffled, lambda s: s.num_tokens, micro_batch_tokens)
     k = grad_accumulation_steps
-    num_steps = math.ceil(max_all(len(micro)) / k)
-    return [micro[i * k : (i + 1) * k] for i in range(num_steps)]
+    most = int(max_all(len(micro)))
+    steps = [micro[i * k : (i + 1) * k] for i in range(math.ceil(most / k))]
+    if lockstep:
+        steps = [step + [[]] * (min(k, most - i * k) - len(step)) for i, step in enumerate(steps)]
+    return steps
 
 
 def all_reduce_gradients(params: Sequence[torch.nn.Parameter]) -> None:
@@ -130,10 +155,10 @@ def optimizer_step(run: TrainingRun) -> float:
         # gradient is 0, and every process takes part in the all-reduce.
         if p.grad is None:
             p.grad = torch.zeros_like(p)
-    if run.world_size > 1:
+    if run.world_size > 1 and not run.sharded:  # FSDP has summed them in backward
         all_reduce_gradients(params)
     max_norm = run.config.optim.max_grad_norm or math.inf
-    grad_norm = float(torch.nn.utils.clip_grad_norm_(params, max_norm))
+    grad_norm = float(sharding.whole(torch.nn.utils.clip_grad_norm_(params, max_norm)))
     run.optimizer.step()
     run.optimizer.zero_grad(set_to_none=True)
     return grad_norm
@@ -177,12 +202,18 @@ def run_update(
             micro_batch_tokens=o.micro_batch_tokens,
             grad_accumulation_steps=o.grad_accumulation_steps,
             max_all=run.max_all,
+            lockstep=run.sharded,
         )
         normaliser = max(total_tokens / max(len(schedule), 1), 1.0)
         for micro_batches in schedule:
             for batch in micro_batches:
                 batch = [s for s in batch if keep is None or keep(s)]
                 if not batch:
+                    if not run.sharded:
+                        continue
+                    with run.autocast():  # in step with the other processes, no effect
+                        terms = loss_fn([placeholder_sample()])
+                    (terms.loss_sum * 0.0).backward()
                     continue
                 with run.autocast():
                     terms = loss_fn(batch)
