@@ -36,6 +36,7 @@ from uirl_agents.evaluate import (
     write_reports,
 )
 from uirl_agents.rollout import EpisodeSpec
+from uirl_gym.tasks import SPLITS
 from uirl_gym.vector import SessionVectorEnv
 
 
@@ -60,6 +61,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--rows", type=parse_rows, default=(1, 3), help="rows to copy per episode: N or N-M"
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--split",
+        choices=sorted(SPLITS),
+        default="test",
+        help="task instances from the split no training run samples (test, the default "
+        "for reports) or the training one",
+    )
     p.add_argument("--max-steps", type=int, default=60, help="steps before an episode is cut")
     p.add_argument("--out", type=Path, default=Path("runs/eval"))
     p.add_argument("--leaderboard", type=Path, help="append a row per agent to this markdown file")
@@ -120,13 +128,16 @@ def run_agents(
 def evaluate(args: argparse.Namespace) -> int:
     rng = random.Random(args.seed)
     specs = [
-        EpisodeSpec(seed=args.seed + k, options={"num_rows": rng.randint(*args.rows)})
+        EpisodeSpec(
+            seed=args.seed + k, options={"num_rows": rng.randint(*args.rows), "split": args.split}
+        )
         for k in range(args.episodes)
     ]
     settings = {
         "episodes": args.episodes,
         "rows": "-".join(map(str, sorted(set(args.rows)))),
         "seed": args.seed,
+        "split": args.split,
         "num_envs": args.num_envs,
         "max_steps": args.max_steps,
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -291,3 +292,98 @@ def test_space_sample_with_an_out_of_range_index_is_an_invalid_action(env: gym.E
         assert message in info["invalid_action"]
     _, _, terminated, truncated, _ = env.step(SHOT)  # the episode goes on
     assert not terminated and not truncated
+
+
+# ---- the task scores, not the env ----------------------------------------------------
+
+
+def test_every_task_has_a_gym_id_that_makes_its_env() -> None:
+    from uirl_gym.tasks import TASKS
+
+    for spec in TASKS.values():
+        assert gym.spec(spec.env_id).kwargs == {"task": spec.name}
+    with pytest.raises(ValueError, match="unknown task 'simple_data_entri'.*'simple_data_entry'"):
+        UIEnv(task="simple_data_entri")
+
+
+def test_the_env_pays_what_the_tasks_scorer_says(
+    runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rewards, termination and info come from the task's scorer: a scorer with other
+    rules changes them without touching the env."""
+    from uirl_gym import tasks
+    from uirl_gym.tasks.base import EpisodeScorer
+
+    class PerAction(EpisodeScorer):
+        def __init__(self, progress: dict, rewards: object) -> None:
+            self.actions = 0
+
+        def reset_info(self) -> dict:
+            return {"scorer": "per-action"}
+
+        def reward(self, progress: dict) -> float:
+            self.actions += 1
+            return 0.5
+
+        def potential(self, oracle: dict) -> float:
+            return 0.0
+
+        @property
+        def done(self) -> bool:
+            return self.actions == 2
+
+        def status(self) -> dict:
+            return {"is_success": self.done, "actions": self.actions}
+
+    spec = dataclasses.replace(tasks.TASKS["simple_data_entry"], scorer=PerAction)
+    monkeypatch.setitem(tasks.TASKS, "simple_data_entry", spec)
+    env = UIEnv(runtime=runtime)
+    try:
+        _, info = env.reset(seed=0)
+        assert info["scorer"] == "per-action" and "target_rows" not in info
+        _, reward, terminated, _, info = env.step(SHOT)
+        assert (reward, terminated, info["actions"], info["is_success"]) == (0.5, False, 1, False)
+        _, reward, terminated, _, info = env.step(SHOT)
+        assert (reward, terminated, info["is_success"]) == (0.5, True, True)
+    finally:
+        env.close()
+
+
+def test_an_env_refuses_a_session_running_another_task(
+    runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uirl_gym import tasks
+
+    spec = tasks.TASKS["simple_data_entry"]
+    other = dataclasses.replace(spec, name="other_task", env_id="uirl/Other-v0")
+    monkeypatch.setitem(tasks.TASKS, "other_task", other)
+    env = UIEnv(runtime=runtime, task="other_task")  # the runtime's servers run another
+    try:
+        with pytest.raises(ValueError, match="the session runs task 'simple_data_entry'"):
+            env.reset(seed=0)
+    finally:
+        env.close()
+
+
+def test_splits_draw_disjoint_task_instances(runtime: LocalRuntime) -> None:
+    from uirl_gym.tasks import SPLITS
+
+    env = UIEnv(runtime=runtime)
+    test_env = UIEnv(runtime=runtime, split="test")
+    try:
+        _, train = env.reset(seed=3)
+        # Before splits the env drew np_random(seed).integers(2**31): the same instance.
+        assert train["task_seed"] == int(np.random.default_rng(3).integers(2**31))
+        assert train["split"] == "train" and train["task_seed"] in SPLITS["train"]
+        _, test = env.reset(seed=3, options={"split": "test"})
+        assert test["split"] == "test" and test["task_seed"] in SPLITS["test"]
+        _, same = test_env.reset(seed=3)
+        assert same["task_seed"] == test["task_seed"]
+        assert same["target_rows"] == test["target_rows"]  # the instance is the seed's
+        with pytest.raises(ValueError, match="unknown split 'dev'"):
+            env.reset(seed=3, options={"split": "dev"})
+    finally:
+        env.close()
+        test_env.close()
+    with pytest.raises(ValueError, match="unknown split"):
+        UIEnv(split="validation")

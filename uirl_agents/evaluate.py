@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 # Settings that change which episodes are played: a resumed run must keep them.
-EPISODE_SETTINGS = ("episodes", "rows", "seed", "max_steps")
+EPISODE_SETTINGS = ("episodes", "rows", "seed", "split", "max_steps")
 
 AGENT_SYNTAX = (
     "random | expert | hf:PATH[,lora=PATH][,format=NAME] | openai:MODEL@URL[,format=NAME]"

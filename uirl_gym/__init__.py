@@ -1,6 +1,7 @@
 """uirl_gym: a Gymnasium environment for computer-use agents.
 
-Importing it registers ``uirl/SimpleDataEntry-v0``. Without the import,
+Importing it registers one id per task (``uirl/SimpleDataEntry-v0``, ...: see
+``uirl_gym.tasks.TASKS``). Without the import,
 ``gym.make("uirl_gym:uirl/SimpleDataEntry-v0")`` imports it first (Gymnasium's
 module prefix).
 """
@@ -9,6 +10,7 @@ from gymnasium.envs.registration import register, registry
 
 from uirl_gym.actions import Action, ActionType, action_space
 from uirl_gym.env import ClosedEnvironmentError, ResetNeededError, RewardConfig, UIEnv
+from uirl_gym.tasks import TASKS
 
 __all__ = [
     "Action",
@@ -23,11 +25,13 @@ __all__ = [
 ENV_ID = "uirl/SimpleDataEntry-v0"
 MAX_EPISODE_STEPS = 60
 
-if ENV_ID not in registry:
-    register(
-        id=ENV_ID,
-        entry_point="uirl_gym.env:UIEnv",
-        vector_entry_point="uirl_gym.vector:SessionVectorEnv",
-        max_episode_steps=MAX_EPISODE_STEPS,
-        disable_env_checker=True,
-    )
+for _spec in TASKS.values():
+    if _spec.env_id not in registry:
+        register(
+            id=_spec.env_id,
+            entry_point="uirl_gym.env:UIEnv",
+            vector_entry_point="uirl_gym.vector:SessionVectorEnv",
+            max_episode_steps=MAX_EPISODE_STEPS,
+            disable_env_checker=True,
+            kwargs={"task": _spec.name},
+        )

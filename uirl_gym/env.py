@@ -1,6 +1,8 @@
 """UIEnv: a computer-use task as a Gymnasium env, on a session from a runtime.
 
-The reward comes from the task's own record (``/progress``), never from pixels. The
+The reward comes from the task's own record (``/progress``), never from pixels, and
+the task's scorer turns it into rewards and success (``uirl_gym.tasks``): the env holds
+no task-specific rule. The
 session is kept across episodes (an in-session reset takes well under a second) and
 replaced only when it fails: a failure mid-episode ends that episode truncated with
 ``info["error"]``; the next ``reset`` brings up a healthy session.
@@ -17,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -34,7 +36,13 @@ from uirl_gym.actions import (
 )
 from uirl_gym.client import InvalidActionError, SessionClient, SessionError, SessionHTTPError
 from uirl_gym.runtimes.base import Runtime, SessionInfo
-from uirl_gym.tasks.simple_data_entry.task import MAX_TARGET_ROWS
+from uirl_gym.tasks import split_range, task_spec
+from uirl_gym.tasks.base import EpisodeScorer
+
+# SimpleDataEntry's reward config, importable from here as before.
+from uirl_gym.tasks.simple_data_entry.score import RewardConfig
+
+__all__ = ["ClosedEnvironmentError", "ResetNeededError", "RewardConfig", "UIEnv"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,28 +57,6 @@ class ClosedEnvironmentError(gym.error.ClosedEnvironmentError, RuntimeError):
 
 class ResetNeededError(gym.error.ResetNeeded, RuntimeError):
     """``step`` with no episode running: before the first reset, or after the episode ended."""
-
-
-@dataclass(frozen=True)
-class RewardConfig:
-    """What the reward pays. See docs/env.md for the exact rules.
-
-    Attributes:
-        correct_submission: paid once per target row submitted correctly.
-        wrong_submission: charged (as a negative reward) per submission matching no
-            row, a non-target row, or a target row already submitted.
-        invalid_action: charged per action the env or the server refuses.
-        dense_field: dense mode, the potential per form field that holds a remaining
-            target row's value (the best-matching row counts).
-        dense_cell: dense mode, the potential of a selected sheet cell that lies in a
-            remaining target row.
-    """
-
-    correct_submission: float = 1.0
-    wrong_submission: float = 1.0
-    invalid_action: float = 0.1
-    dense_field: float = 0.1
-    dense_cell: float = 0.05
 
 
 def observation_space() -> spaces.Dict:
@@ -92,12 +78,17 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         observation_space: see :func:`observation_space`.
         action_space: see :func:`uirl_gym.actions.action_space`; ``step`` also takes an
             :class:`~uirl_gym.actions.Action` or a plain dict.
-        reward_mode: ``"sparse"`` (submissions only) or ``"dense"`` (plus shaping).
+        task: the task id the session runs (``uirl_gym.tasks.TASKS``).
+        reward_mode: ``"sparse"`` (the task's record only) or ``"dense"`` (plus the
+            task's shaping).
+        rewards: the task's reward config (SimpleDataEntry: :class:`RewardConfig`).
         session: the session in use (None before the first reset).
 
     Methods:
-        reset(seed=None, options=None): options ``rows`` (0-based data rows to copy),
-            ``num_rows`` (how many random rows), ``data_seed``, ``num_data_rows``.
+        reset(seed=None, options=None): the task's options (SimpleDataEntry: ``rows``,
+            0-based data rows to copy, ``num_rows``, ``data_seed``, ``num_data_rows``),
+            and ``split`` (``"train"`` or ``"test"``, default: the env's ``split``):
+            the range the episode's task seed is drawn from (``uirl_gym.tasks.SPLITS``).
         step(action): act, then reward from the task's record.
         oracle(): privileged state for scripted experts (never part of observations).
         close(): give the session back; stop the runtime if this env made it.
@@ -111,8 +102,10 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         *,
         runtime: Runtime | None = None,
         base_url: str | None = None,
+        task: str = "simple_data_entry",
+        split: str = "train",
         reward_mode: Literal["sparse", "dense"] = "sparse",
-        rewards: RewardConfig | None = None,
+        rewards: Any = None,
         image_format: Literal["png", "jpeg", "raw"] = "png",
         step_timeout_s: float = 30.0,
         default_options: Mapping[str, Any] | None = None,
@@ -124,8 +117,12 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         if runtime is not None and base_url is not None:
             raise ValueError("give a runtime or a base_url, not both")
         self.render_mode = render_mode
+        self.task = task
+        self._spec = task_spec(task)
+        split_range(split)
+        self.split = split
         self.reward_mode = reward_mode
-        self.rewards = rewards or RewardConfig()
+        self.rewards = rewards or self._spec.rewards()
         self.image_format = image_format
         self.step_timeout_s = step_timeout_s
         self.default_options = dict(default_options or {})
@@ -157,9 +154,9 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             self.session = replacement.result()
         else:
             if self._runtime is None:
-                from uirl_gym.runtimes.local import LocalRuntime
+                from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 
-                self._runtime = LocalRuntime()
+                self._runtime = LocalRuntime(LocalRuntimeConfig(task=self.task))
                 self._owns_runtime = True
             self.session = self._runtime.acquire()
         self._client = SessionClient(
@@ -206,14 +203,17 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         # leave it steppable on a replacement session.
         self._episode = None
         super().reset(seed=seed)
-        task_seed = int(self.np_random.integers(2**31))
         task_options = {**self.default_options, **(options or {})}
-        _check_options(task_options)
+        split = task_options.pop("split", self.split)
+        seeds = split_range(split)
+        task_seed = seeds.start + int(self.np_random.integers(len(seeds)))
+        self._spec.check_options(task_options)
         for attempt in range(1, RESET_ATTEMPTS + 1):
             client = self._ensure_session()
             t0 = time.perf_counter()
             try:
                 started = client.reset(task_seed, task_options)
+                self._check_task(started)
                 screenshot = client.screenshot()
                 progress = client.progress()
                 break
@@ -225,12 +225,14 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 if attempt == RESET_ATTEMPTS:
                     raise
         self._obs = {"screenshot": screenshot, "instruction": started["instruction"]}
-        self._episode = _EpisodeRecord(target_rows=list(progress["target_rows"]))
+        scorer = self._spec.scorer(progress, self.rewards)
+        self._episode = _EpisodeRecord(scorer)
         self._episode.potential = self._potential() if self.reward_mode == "dense" else 0.0
         info = {
-            "target_rows": list(progress["target_rows"]),
+            **scorer.reset_info(),
             "progress": _task_record(progress),
             "task_seed": task_seed,
+            "split": split,
         }
         self.timings = {"reset_s": time.perf_counter() - t0}
         return self._obs, info
@@ -262,7 +264,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         except (ValueError, TypeError) as exc:
             return self._invalid(f"{type(exc).__name__}: {exc}", info)
         if parsed.type is ActionType.FINISH:
-            info.update(self._status(episode))
+            info.update(episode.scorer.status())
             episode.ended = "terminated"
             return self._obs, 0.0, True, False, info
         client = self._ensure_session()
@@ -275,72 +277,38 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         except SessionError as exc:
             logger.warning("session %s failed mid-episode: %s", self.session, exc)
             self._drop_session(healthy=False)
-            info.update(self._status(episode), error=f"{type(exc).__name__}: {exc}")
+            info.update(episode.scorer.status(), error=f"{type(exc).__name__}: {exc}")
             episode.ended = "truncated"
             return self._obs, 0.0, False, True, info
-        reward += self._submission_reward(episode, progress)
+        reward += episode.scorer.reward(progress)
         reward += potential - episode.potential
         episode.potential = potential
         self._obs = {"screenshot": screenshot, "instruction": self._obs["instruction"]}
-        terminated = set(episode.target_rows) <= episode.submitted_targets
+        terminated = episode.scorer.done
         if terminated:
             episode.ended = "terminated"
-        info.update(self._status(episode), progress=_task_record(progress))
+        info.update(episode.scorer.status(), progress=_task_record(progress))
         self.timings = {"act_s": t_act - t0, "step_s": time.perf_counter() - t0}
         return self._obs, reward, terminated, False, info
 
     def _invalid(self, message: str, info: dict[str, Any]) -> tuple[Any, ...]:
         assert self._episode is not None
-        info.update(self._status(self._episode), invalid_action=message)
+        info.update(self._episode.scorer.status(), invalid_action=message)
         return self._obs, -self.rewards.invalid_action, False, False, info
 
-    @staticmethod
-    def _status(episode: _EpisodeRecord) -> dict[str, Any]:
-        all_in = set(episode.target_rows) <= episode.submitted_targets
-        return {
-            "is_success": all_in and episode.num_wrong == 0,
-            "num_correct": len(episode.submitted_targets),
-            "num_wrong": episode.num_wrong,
-        }
-
-    def _submission_reward(self, episode: _EpisodeRecord, progress: Mapping[str, Any]) -> float:
-        """Pay for submissions made since the last step, from the task's record."""
-        reward = 0.0
-        matched = progress["submitted_row_indices"]
-        for row in matched[episode.num_matched_seen :]:
-            if row in episode.target_rows and row not in episode.submitted_targets:
-                episode.submitted_targets.add(row)
-                reward += self.rewards.correct_submission
-            else:
-                episode.num_wrong += 1
-                reward -= self.rewards.wrong_submission
-        new_incorrect = progress["num_incorrect_submissions"] - episode.num_incorrect_seen
-        episode.num_wrong += new_incorrect
-        reward -= self.rewards.wrong_submission * new_incorrect
-        episode.num_matched_seen = len(matched)
-        episode.num_incorrect_seen = progress["num_incorrect_submissions"]
-        return reward
-
     def _potential(self) -> float:
-        """Dense-mode potential: form fields and selected cell that match a remaining row."""
+        """Dense mode: the task's shaping potential of the current page."""
         assert self._episode is not None and self._client is not None
-        o = self._client.oracle()
-        remaining = [
-            values
-            for row, values in zip(o["target_rows"], o["target_values"], strict=True)
-            if row not in self._episode.submitted_targets
-        ]
-        if o["view"] != "form" or not remaining:
-            fields = 0
-        else:
-            current = [
-                o["inputs"][k]["value"].strip() for k in ("first_name", "last_name", "email")
-            ]
-            fields = max(sum(a == b for a, b in zip(current, v, strict=True)) for v in remaining)
-        cell = o["selected_cell"]
-        remaining_rows = set(o["target_rows"]) - self._episode.submitted_targets
-        on_target = cell is not None and cell["data_index"] in remaining_rows
-        return self.rewards.dense_field * fields + self.rewards.dense_cell * on_target
+        return self._episode.scorer.potential(self._client.oracle())
+
+    def _check_task(self, started: Mapping[str, Any]) -> None:
+        """The session runs this env's task (servers that do not say are trusted)."""
+        running = started.get("task", self.task)
+        if running != self.task:
+            raise ValueError(
+                f"the session runs task {running!r}, this env scores {self.task!r}: make the "
+                f"env with task={running!r} (or a runtime whose config names {self.task!r})"
+            )
 
     def oracle(self) -> dict[str, Any]:
         """The task's privileged state (target values, element boxes): for experts only."""
@@ -382,24 +350,6 @@ def _in_background(fn: Callable[[], SessionInfo]) -> Future[SessionInfo]:
     return future
 
 
-def _check_options(options: Mapping[str, Any]) -> None:
-    """Refuse, before any round trip, options whose instruction would not fit the space.
-
-    The task caps ``num_rows`` at ``MAX_TARGET_ROWS``; ``rows`` gets the same cap here,
-    which keeps the instruction within ``MAX_INSTRUCTION_LENGTH``.
-
-    Raises:
-        ValueError: more than ``MAX_TARGET_ROWS`` rows in ``options["rows"]``.
-    """
-    rows = options.get("rows")
-    if isinstance(rows, list | tuple) and len(rows) > MAX_TARGET_ROWS:
-        raise ValueError(
-            f"rows: at most {MAX_TARGET_ROWS} target rows, got {len(rows)} (the same cap as "
-            "num_rows: the instruction must fit the observation space); pass fewer rows "
-            "and spread the rest over more episodes"
-        )
-
-
 def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:
     """The task's record without session bookkeeping (the episode counter)."""
     return {k: v for k, v in progress.items() if k != "episode"}
@@ -407,11 +357,7 @@ def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class _EpisodeRecord:
-    target_rows: list[int]
-    submitted_targets: set[int] = field(default_factory=set)
-    num_wrong: int = 0
-    num_matched_seen: int = 0
-    num_incorrect_seen: int = 0
+    scorer: EpisodeScorer
     potential: float = 0.0
     # "terminated" or "truncated" once the episode has ended; stepping on then raises.
     ended: str | None = None

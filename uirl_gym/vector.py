@@ -68,9 +68,11 @@ class SessionVectorEnv(VectorEnv):
             raise ValueError(f"num_envs: must be >= 1, got {num_envs}")
         self._owns_runtime = runtime is None
         if runtime is None:
-            from uirl_gym.runtimes.local import LocalRuntime
+            from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 
-            runtime = LocalRuntime()
+            runtime = LocalRuntime(
+                LocalRuntimeConfig(task=env_kwargs.get("task", "simple_data_entry"))
+            )
         self.runtime = runtime
         self.num_envs = num_envs
         self.max_episode_steps = max_episode_steps

@@ -13,8 +13,8 @@ summed gradients), then each process samples with its own stream ``seed + rank``
 
 Episode specs derive from ``(seed, iteration, rank)`` alone, so a resumed run
 collects exactly the task instances the interrupted iteration would have, and no
-iteration's episodes are counted twice. Evaluation uses a fixed set of held-out task
-seeds (>= 2**31; training seeds are < 2**31).
+iteration's episodes are counted twice. Evaluation uses a fixed set of held-out
+instances: env seeds >= 2**31 (training ones are < 2**31) and the task's test split.
 """
 
 from __future__ import annotations
@@ -190,7 +190,8 @@ def derive_specs(
     tag: str,
 ) -> list[EpisodeSpec]:
     """``num_groups`` task instances x ``group_size`` episodes, a function of
-    ``(seed, stream, iteration, rank)`` only; evaluation seeds are >= 2**31.
+    ``(seed, stream, iteration, rank)`` only; evaluation episodes draw their task
+    instances from the test split (``uirl_gym.tasks.SPLITS``), training ones from train.
 
     Group ids are ``{tag}{iteration}-r{rank}-g{index}``.
     """
@@ -208,6 +209,8 @@ def derive_specs(
             options = {"rows": sorted(int(x) for x in rows)}
         else:
             options = {"num_rows": env.num_rows}
+        if stream == EVAL_STREAM:  # instances from the split no training run samples
+            options["split"] = "test"
         group_id = f"{tag}{iteration}-r{rank}-g{g}"
         specs += [EpisodeSpec(task_seed, options, group_id) for _ in range(group_size)]
     return specs

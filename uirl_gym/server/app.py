@@ -108,6 +108,7 @@ class SessionState:
             "instruction": self.instruction,
             "episode": self.task.episode_id,
             "session_id": self.session_id,
+            "task": self.task.name,
         }
 
 

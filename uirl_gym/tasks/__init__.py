@@ -1,18 +1,72 @@
-"""Tasks the session server can run, by id."""
+"""The tasks, by id: what the session server runs and how the env scores it.
+
+Each task has a server side (:class:`~uirl_gym.tasks.base.Task`: its web app, episode
+state and record) and an env side (an :class:`~uirl_gym.tasks.base.EpisodeScorer`
+and a reward config), and a Gymnasium id (``uirl/<TaskName>-v0``).
+"""
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
-from uirl_gym.tasks.base import Task
+from uirl_gym.tasks.base import EpisodeScorer, Task
+from uirl_gym.tasks.simple_data_entry import score as simple_data_entry_score
 from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
 
-TASKS: dict[str, Callable[[], Task]] = {"simple_data_entry": SimpleDataEntryTask}
+# Task seeds by split: the env draws an episode's task seed from its split's range, so
+# that no test instance is ever trained on. "train" is the range every env used before
+# splits existed (the same seed still gives the same instance).
+SPLITS: dict[str, range] = {"train": range(0, 2**31), "test": range(2**31, 2**32)}
 
 
-def make_task(name: str) -> Task:
-    """A new task object for ``name``.
+def split_range(split: str) -> range:
+    """The task seeds of ``split`` (``ValueError``: unknown split)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; known: {sorted(SPLITS)}")
+    return SPLITS[split]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the server and the env need to know about a task.
+
+    Attributes:
+        name: the task id (``LocalRuntimeConfig.task``, the server's ``--task``).
+        env_id: its Gymnasium id.
+        task: a new server-side task object.
+        rewards: the task's reward config class (default values when called bare).
+        scorer: ``scorer(first_progress, rewards)``: one episode's scorer.
+        check_options: refuses reset options before any round trip (``ValueError``).
+    """
+
+    name: str
+    env_id: str
+    task: Callable[[], Task]
+    rewards: Callable[[], Any]
+    scorer: Callable[[Mapping[str, Any], Any], EpisodeScorer]
+    check_options: Callable[[Mapping[str, Any]], None]
+
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            name="simple_data_entry",
+            env_id="uirl/SimpleDataEntry-v0",
+            task=SimpleDataEntryTask,
+            rewards=simple_data_entry_score.RewardConfig,
+            scorer=simple_data_entry_score.SimpleDataEntryScorer,
+            check_options=simple_data_entry_score.check_options,
+        ),
+    )
+}
+
+
+def task_spec(name: str) -> TaskSpec:
+    """The spec of task ``name``.
 
     Raises:
         ValueError: unknown name (with the closest known one, if any).
@@ -21,4 +75,9 @@ def make_task(name: str) -> Task:
         close = difflib.get_close_matches(name, TASKS, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ValueError(f"unknown task {name!r}; known: {sorted(TASKS)}.{hint}")
-    return TASKS[name]()
+    return TASKS[name]
+
+
+def make_task(name: str) -> Task:
+    """A new server-side task object for ``name`` (``ValueError``: unknown name)."""
+    return task_spec(name).task()

@@ -65,3 +65,36 @@ class Task(abc.ABC):
         Args:
             page_state: what the app's ``uirlInspect()`` returned (element boxes, values).
         """
+
+
+class EpisodeScorer(abc.ABC):
+    """One episode's rewards and success, from the task's record: the env asks it, so
+    that the env itself holds no task-specific rule.
+
+    It runs in the env (client side) on the JSON the session returns: ``/progress``
+    after every action and, for dense shaping, ``/oracle``. A task's scorer is made at
+    reset from the first ``/progress`` and the task's reward config (which has an
+    ``invalid_action`` charge: the env pays it for refused actions).
+    """
+
+    def reset_info(self) -> dict[str, Any]:
+        """Extra keys for ``reset``'s info (e.g. what the episode asks for)."""
+        return {}
+
+    @abc.abstractmethod
+    def reward(self, progress: Mapping[str, Any]) -> float:
+        """The sparse reward for what the record gained since the last call."""
+
+    @abc.abstractmethod
+    def potential(self, oracle: Mapping[str, Any]) -> float:
+        """Dense mode: the shaping potential of the current state (the reward adds its
+        change over each step)."""
+
+    @property
+    @abc.abstractmethod
+    def done(self) -> bool:
+        """Every goal of the episode is reached: the episode terminates."""
+
+    @abc.abstractmethod
+    def status(self) -> dict[str, Any]:
+        """Keys for every step's info: ``is_success`` and the task's own counts."""
