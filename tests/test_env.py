@@ -387,3 +387,21 @@ def test_splits_draw_disjoint_task_instances(runtime: LocalRuntime) -> None:
         test_env.close()
     with pytest.raises(ValueError, match="unknown split"):
         UIEnv(split="validation")
+
+
+def test_drag_selects_text_like_a_person(runtime: LocalRuntime) -> None:
+    """A drag presses, moves and releases: across a field's text it selects it, and
+    typing then replaces the selection."""
+    env = UIEnv(runtime=runtime)
+    try:
+        env.reset(seed=0)
+        x, y, w, h = env.oracle()["inputs"]["first_name"]["box"]
+        env.step(Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2))
+        env.step(Action(ActionType.TYPE, text="hello world"))
+        drag = Action(ActionType.DRAG, x + w - 4, y + h // 2, end_x=x + 1, end_y=y + h // 2)
+        _, _, _, _, info = env.step(drag)
+        assert "invalid_action" not in info
+        env.step(Action(ActionType.TYPE, text="X"))
+        assert env.oracle()["inputs"]["first_name"]["value"] == "X"
+    finally:
+        env.close()

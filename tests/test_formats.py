@@ -142,7 +142,8 @@ def test_ui_tars_maps_resized_coordinates_to_the_screen() -> None:
 UI_TARS_MALFORMED = [
     ("I will click the button.", "no action"),
     ("Thought: hmm\nAction:", "no action"),
-    ("Action: drag(start_box='(1,1)', end_box='(5,5)')", "drag: not supported"),
+    ("Action: drag(start_box='(1,1)')", "drag: missing end_box"),
+    ("Action: drag(end_box='(5,5)')", "drag: missing start_box"),
     ("Action: click(1, 2)", "expected keyword arguments"),
     ("Action: click(start_box=(1,2))", "expected a quoted string"),
     ("Action: click(start_box='(1,2)", "unterminated string"),  # cut off mid-call
@@ -301,7 +302,9 @@ QWEN_MALFORMED = [
     (_call({"action": "left_click"}), "the pointer's position is not known"),
     (_call({"action": "mouse_move"}), "coordinate must be [x, y]"),
     (_call({"action": "left_click", "coordinate": ["a", "b"]}), "coordinate must be [x, y]"),
-    (_call({"action": "left_click_drag", "coordinate": [1, 2]}), "not supported"),
+    (_call({"action": "left_click_drag", "coordinate": [1, 2]}), "pointer's position is not known"),
+    (_call({"action": "left_click_drag"}), "coordinate must be [x, y]"),
+    (_call({"action": "middle_click", "coordinate": [1, 2]}), "not supported"),
     (_call({"action": "fly"}), "unknown action 'fly'"),
     (_call({"action": "key", "keys": []}), "keys must be a list"),
     (_call({"action": "type"}), "text must be a string"),
@@ -310,6 +313,28 @@ QWEN_MALFORMED = [
     (_call({"action": "key", "keys": ["hyper", "x"]}), "unknown modifier 'hyper'"),
     ('<tool_call>{"name": "computer_use", "arguments": [1]}</tool_call>', "expected a JSON object"),
 ]
+
+
+def test_drag_in_both_formats() -> None:
+    """UI-TARS's drag(start_box, end_box); Qwen's left_click_drag from start_coordinate,
+    or from the pointer (Qwen's cookbook gives only where it ends)."""
+    same = UI_TARS.geometry(1280, 800)
+    geometry = replace(same, image_width=1280, image_height=800)
+    action = UI_TARS.parse(
+        "Action: drag(start_box='(10,20)', end_box='(300,400)')", geometry
+    ).action
+    assert action == Action(ActionType.DRAG, x=10, y=20, end_x=300, end_y=400)
+    qwen = replace(QWEN.geometry(), image_width=1280, image_height=800, pointer=(5, 6))
+    call = {"action": "left_click_drag", "coordinate": [300, 400]}
+    assert QWEN.parse(_call(call), qwen).action == Action(
+        ActionType.DRAG, x=5, y=6, end_x=300, end_y=400
+    )
+    call["start_coordinate"] = [10, 20]
+    assert QWEN.parse(_call(call), qwen).action == Action(
+        ActionType.DRAG, x=10, y=20, end_x=300, end_y=400
+    )
+    assert "drag(start_box='(x1,y1)', end_box='(x3,y3)')" in UI_TARS.task_prompt("x", geometry)
+    assert "left_click_drag" in QWEN.system_prompt(qwen)
 
 
 def test_qwen_click_without_coordinate_clicks_at_the_pointer() -> None:
@@ -422,6 +447,7 @@ ROUND_TRIP_ACTIONS = [
     Action(ActionType.SCROLL, direction="up"),
     Action(ActionType.SCREENSHOT),
     Action(ActionType.FINISH, text="done"),
+    Action(ActionType.DRAG, x=100, y=200, end_x=900, end_y=650),
 ]
 
 
@@ -443,9 +469,10 @@ def test_render_parse_round_trip(name: str, config: FormatConfig) -> None:
         assert error is None, (action, error)
         assert thought == "next"
         want, got = action.to_dict(), parsed.to_dict()
-        if action.x is not None:
-            assert abs(got.pop("x") - want.pop("x")) <= tol
-            assert abs(got.pop("y") - want.pop("y")) <= tol
+        for name_x, name_y in (("x", "y"), ("end_x", "end_y")):
+            if name_x in want:
+                assert abs(got.pop(name_x) - want.pop(name_x)) <= tol
+                assert abs(got.pop(name_y) - want.pop(name_y)) <= tol
         if name == "qwen2.5-vl" and action.type is ActionType.SCROLL:
             want["amount"] = action.scroll_amount  # Qwen states the amount in pixels
         if name == "ui-tars" and action.type is ActionType.KEYS:

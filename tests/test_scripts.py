@@ -83,3 +83,27 @@ def test_train_scripts_log_above_the_bars(tmp_path: Path) -> None:
         assert proc.returncode == 0, f"{script}: {stderr[-3000:]}"
         assert "a log line while the bar is drawn" in stderr, script
         check_one_bar_per_job(stderr, ["job"], log_line="a log line while the bar is drawn")
+
+
+@pytest.mark.slow
+def test_task_report_writes_the_table_and_screenshots(tmp_path: Path) -> None:
+    doc = tmp_path / "tasks.md"
+    doc.write_text(
+        "# Tasks\n\nbefore\n<!-- task_report:start -->\nold\n<!-- task_report:end -->\nafter\n"
+    )
+    images = tmp_path / "images"
+    cmd = [sys.executable, "scripts/task_report.py", "--task", "simple_data_entry"]
+    cmd += ["--episodes", "2", "--random-episodes", "1", "--max-steps", "8"]
+    cmd += ["--doc", str(doc), "--images", str(images)]
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    text = doc.read_text()
+    assert text.startswith("# Tasks\n\nbefore\n") and text.endswith("after\n")
+    assert "old" not in text
+    row = next(line for line in text.splitlines() if "uirl/SimpleDataEntry-v0" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # The expert solves both test-split episodes (7 steps); the random agent is cut at 8.
+    assert cells[2:] == ["100% (2/2)", "7.0", "0% (0/1)", "8.0"]
+    from PIL import Image
+
+    assert Image.open(images / "simple_data_entry.png").size == (1280, 800)

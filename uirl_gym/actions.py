@@ -44,6 +44,9 @@ class ActionType(enum.StrEnum):
     SCROLL = "scroll"
     # The agent declares the task done; handled by the env, never sent to a session.
     FINISH = "finish"
+    # Press the left button at (x, y), move to (end_x, end_y), release. Last, so that
+    # the action space's indices of the others stay what they were.
+    DRAG = "drag"
 
 
 class ScrollDirection(enum.StrEnum):
@@ -64,6 +67,8 @@ POINTER_ACTIONS = frozenset(
     }
 )
 ACTION_TYPES: tuple[ActionType, ...] = tuple(ActionType)
+# The optional fields of an action, in ``GET /act`` order.
+ACTION_FIELDS = ("x", "y", "text", "keys", "direction", "amount", "end_x", "end_y")
 SCROLL_DIRECTIONS: tuple[ScrollDirection, ...] = tuple(ScrollDirection)
 
 # Modifier spellings accepted in ``keys`` (pyautogui / xdotool / UI-TARS style) and
@@ -229,6 +234,7 @@ class Action:
         keys: the combination ``keys`` presses, e.g. ``ctrl+c``.
         direction: where ``scroll`` scrolls.
         amount: how many wheel notches ``scroll`` turns (100 px each).
+        end_x, end_y: where ``drag`` releases the button (it presses at ``x, y``).
     """
 
     type: ActionType
@@ -238,6 +244,8 @@ class Action:
     keys: str | None = None
     direction: ScrollDirection | None = None
     amount: int | None = None
+    end_x: int | None = None
+    end_y: int | None = None
 
     def __post_init__(self) -> None:
         # Normalise enum-valued fields so that Action("left_click", ...) works.
@@ -277,15 +285,22 @@ class Action:
             raise ValueError(f"x, y: {t.value} needs both coordinates")
         if (self.x is None) != (self.y is None):
             raise ValueError("x, y: give both coordinates or neither")
-        if self.x is not None:
-            for name, value, limit in (("x", self.x, SCREEN_WIDTH), ("y", self.y, SCREEN_HEIGHT)):
-                if isinstance(value, bool) or not isinstance(value, int | np.integer):
-                    raise ValueError(f"{name}: must be an integer, got {value!r}")
-                if not 0 <= value < limit:
-                    raise ValueError(
-                        f"{name}: {value} is off the {SCREEN_WIDTH}x{SCREEN_HEIGHT} screen; "
-                        f"allowed 0..{limit - 1}"
-                    )
+        if t is ActionType.DRAG and None in (self.x, self.y, self.end_x, self.end_y):
+            raise ValueError(
+                "x, y, end_x, end_y: drag needs the point to press at (x, y) and the one to "
+                "release at (end_x, end_y)"
+            )
+        points = [("x", self.x, SCREEN_WIDTH), ("y", self.y, SCREEN_HEIGHT)]
+        if t is ActionType.DRAG:
+            points += [("end_x", self.end_x, SCREEN_WIDTH), ("end_y", self.end_y, SCREEN_HEIGHT)]
+        for name, value, limit in points if self.x is not None else ():
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise ValueError(f"{name}: must be an integer, got {value!r}")
+            if not 0 <= value < limit:
+                raise ValueError(
+                    f"{name}: {value} is off the {SCREEN_WIDTH}x{SCREEN_HEIGHT} screen; "
+                    f"allowed 0..{limit - 1}"
+                )
         if t is ActionType.TYPE:
             # Empty text types nothing, as pyautogui.typewrite("") does (a no-op).
             if self.text is None:
@@ -313,7 +328,7 @@ class Action:
     def to_query(self) -> dict[str, str]:
         """The ``GET /act`` query parameters for this action (``None`` fields left out)."""
         query = {"action_type": self.type.value}
-        for name in ("x", "y", "text", "keys", "direction", "amount"):
+        for name in ACTION_FIELDS:
             value = getattr(self, name)
             if value is not None:
                 query[name] = str(value.value if isinstance(value, enum.Enum) else value)
@@ -329,7 +344,7 @@ class Action:
         fields: dict[str, Any] = {"type": query.get("action_type")}
         if fields["type"] is None:
             raise ValueError("action_type: missing")
-        for name in ("x", "y", "amount"):
+        for name in ("x", "y", "amount", "end_x", "end_y"):
             raw = query.get(name)
             if raw is None or raw == "":
                 continue
@@ -360,6 +375,8 @@ class Action:
             "keys": self.keys or "",
             "direction": SCROLL_DIRECTIONS.index(self.direction) if self.direction else 0,
             "amount": self.scroll_amount,
+            "end_x": self.end_x or 0,
+            "end_y": self.end_y or 0,
         }
 
 
@@ -371,8 +388,8 @@ def action_space(seed: int | None = None) -> spaces.Dict:
 
     ``action_type`` indexes :data:`ACTION_TYPES`; ``x`` and ``y`` are screen pixels
     (``Discrete``: pixels are integers, and a pixel Box would be a badly scaled one);
-    ``direction`` indexes :data:`SCROLL_DIRECTIONS`; fields the type does not use are
-    ignored. :func:`to_action` turns a sample into an :class:`Action`.
+    ``direction`` indexes :data:`SCROLL_DIRECTIONS`; ``end_x``/``end_y`` are where a
+    ``drag`` releases; fields the type does not use are ignored. :func:`to_action` turns a sample into an :class:`Action`.
     """
     return spaces.Dict(
         {
@@ -383,6 +400,8 @@ def action_space(seed: int | None = None) -> spaces.Dict:
             "keys": spaces.Text(max_length=MAX_KEYS_LENGTH, min_length=0, charset=_TEXT_CHARSET),
             "direction": spaces.Discrete(len(SCROLL_DIRECTIONS)),
             "amount": spaces.Discrete(MAX_SCROLL_AMOUNT, start=1),
+            "end_x": spaces.Discrete(SCREEN_WIDTH),
+            "end_y": spaces.Discrete(SCREEN_HEIGHT),
         },
         seed=seed,
     )
@@ -411,8 +430,10 @@ def _from_space_sample(sample: Mapping[str, Any]) -> Action:
     action_type = _space_index(sample, "action_type", ACTION_TYPES)
     fields: dict[str, Any] = {"type": action_type}
     try:
-        if action_type in POINTER_ACTIONS:
+        if action_type in POINTER_ACTIONS or action_type is ActionType.DRAG:
             fields |= {"x": int(sample["x"]), "y": int(sample["y"])}
+        if action_type is ActionType.DRAG:
+            fields |= {"end_x": int(sample["end_x"]), "end_y": int(sample["end_y"])}
         if action_type is ActionType.TYPE:
             fields["text"] = str(sample["text"])
         if action_type is ActionType.KEYS:

@@ -21,12 +21,17 @@ Text before ``<tool_call>`` is the thought. ``arguments.action`` and the env act
                                                      default 3; ``coordinate`` optional
 ``wait``                                             screenshot (look again)
 ``terminate`` + ``status``                           finish (``text`` = the status)
+``left_click_drag`` + ``coordinate``                 drag to ``coordinate``, from
+                                                     ``start_coordinate`` when given (as in
+                                                     Anthropic's computer-use tool), else from
+                                                     the pointer (Qwen's cookbook)
 =================================================  ==============================================
 
 Coordinates are absolute pixels of the image the model saw (the smart-resized
 screenshot; the tool description states its size, as Qwen's computer-use cookbook
-does), mapped to screen pixels and clamped to the screen. ``left_click_drag`` and
-``middle_click`` are invalid: the env has neither.
+does), mapped to screen pixels and clamped to the screen. ``middle_click`` is invalid:
+the env has none. Demonstrations render a drag with its ``start_coordinate``, so that
+the step says where it starts without an earlier ``mouse_move``.
 
 Clicks without ``coordinate``: the schema of Qwen's computer-use cookbook requires
 ``coordinate`` only for ``mouse_move`` (and drags), so ``mouse_move`` then a bare
@@ -58,7 +63,7 @@ _POINT_ACTIONS = {
     "double_click": ActionType.DOUBLE_CLICK,
     "triple_click": ActionType.TRIPLE_CLICK,
 }
-_ACTIONS = ("key", "type", *_POINT_ACTIONS, "scroll", "wait", "terminate")
+_ACTIONS = ("key", "type", *_POINT_ACTIONS, "left_click_drag", "scroll", "wait", "terminate")
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 _SYSTEM = """\
@@ -95,6 +100,8 @@ def tool_schema(geometry: ScreenGeometry) -> dict[str, Any]:
         "* `mouse_move`: move the pointer to `coordinate`.\n"
         "* `left_click`, `right_click`, `double_click`, `triple_click`: click at `coordinate`, "
         "or where the pointer is when `coordinate` is left out.\n"
+        "* `left_click_drag`: press the left button at `start_coordinate` (or where the pointer "
+        "is), move to `coordinate`, release.\n"
         "* `scroll`: turn the mouse wheel at `coordinate` (or where the pointer is) by `pixels`.\n"
         "* `wait`: pause, then look at a new screenshot.\n"
         "* `terminate`: end the task and report `status`."
@@ -118,7 +125,13 @@ def tool_schema(geometry: ScreenGeometry) -> dict[str, Any]:
                     "coordinate": {
                         "type": "array",
                         "description": "(x, y): pixels from the left and top edges. "
-                        "Required by `mouse_move`; optional for clicks and `scroll`.",
+                        "Required by `mouse_move` and `left_click_drag` (where it ends); "
+                        "optional for clicks and `scroll`.",
+                    },
+                    "start_coordinate": {
+                        "type": "array",
+                        "description": "(x, y) where `left_click_drag` presses; default: "
+                        "where the pointer is.",
                     },
                     "pixels": {
                         "type": "number",
@@ -239,11 +252,26 @@ class Qwen25VLFormat(ModelFormat):
         if action == "terminate":
             status = args.get("status")
             return Action(ActionType.FINISH, text=str(status) if status is not None else None)
-        if action in ("left_click_drag", "middle_click"):
+        if action == "left_click_drag":
+            return self._drag(args, geometry)
+        if action == "middle_click":
             raise FormatParseError(
                 f"{action}: not supported by the env; allowed: {', '.join(_ACTIONS)}"
             )
         raise FormatParseError(f"unknown action {action!r}; allowed: {', '.join(_ACTIONS)}")
+
+    def _drag(self, args: dict[str, Any], geometry: ScreenGeometry) -> Action:
+        end_x, end_y = self._point(args, geometry)
+        if args.get("start_coordinate") is not None:
+            x, y = self._point({**args, "coordinate": args["start_coordinate"]}, geometry)
+        elif geometry.pointer is not None:
+            x, y = geometry.pointer
+        else:
+            raise FormatParseError(
+                "left_click_drag: no start_coordinate, and the pointer's position is not known "
+                "(no mouse action yet this episode); give start_coordinate: [x, y]"
+            )
+        return Action(ActionType.DRAG, x=x, y=y, end_x=end_x, end_y=end_y)
 
     def _scroll(self, args: dict[str, Any], geometry: ScreenGeometry) -> Action:
         pixels = args.get("pixels")
@@ -279,6 +307,12 @@ class Qwen25VLFormat(ModelFormat):
         names = {v: k for k, v in _POINT_ACTIONS.items()}
         if t in names:
             return {"action": names[t], "coordinate": list(geometry.to_image(action.x, action.y))}
+        if t is ActionType.DRAG:
+            return {
+                "action": "left_click_drag",
+                "start_coordinate": list(geometry.to_image(action.x, action.y)),
+                "coordinate": list(geometry.to_image(action.end_x, action.end_y)),
+            }
         if t is ActionType.KEYS:
             keys = action.keys or ""
             parts = [*keys.split("+")[:-2], "+"] if keys.endswith("++") else keys.split("+")

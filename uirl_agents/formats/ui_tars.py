@@ -20,7 +20,7 @@ Calls and the env actions they become:
 ``finished(content='...')``                            finish (``text`` = the content)
 ``call_user()``                                        finish, noted: the model asks for the
                                                        user; the official agents end the run
-``drag(...)``                                          invalid: the env has no drag action
+``drag(start_box='(x1,y1)', end_box='(x2,y2)')``       drag: press at the start, release at the end
 ====================================================  ==========================================
 
 Several calls in one reply: the official parser
@@ -70,7 +70,7 @@ _RENDER_POINT_CALLS = {
     ActionType.MOUSE_MOVE: "hover",
 }
 _KNOWN_CALLS = (
-    "click, left_double, right_single, hotkey, type, scroll, wait, finished, call_user "
+    "click, left_double, right_single, drag, hotkey, type, scroll, wait, finished, call_user "
     "(also left_single, left_triple, hover, press)"
 )
 _POINT_ARGS = ("start_box", "point", "start_point")
@@ -104,6 +104,7 @@ right_single(start_box='(x1,y1)')
 hotkey(key='ctrl c') # lowercase key names separated by spaces, at most 3 keys
 type(content='') # escape \\', \\" and \\n as in a Python string; end content with \\n to press Enter after typing
 scroll(start_box='(x1,y1)', direction='down or up or right or left') # reveals more content on that side
+drag(start_box='(x1,y1)', end_box='(x3,y3)') # press at the start, move, release at the end
 wait() # pause, then look at a new screenshot
 finished(content='xxx') # the task is complete; content summarises the result
 
@@ -258,10 +259,12 @@ class UITarsFormat(ModelFormat):
             # The official agents stop when the model calls the user (the task is
             # unsolvable or needs help); no user answers here, so the episode ends.
             return Action(ActionType.FINISH, text=kwargs.get("content") or None)
-        if name == "drag":
-            raise FormatParseError(
-                "drag: not supported, the env has no drag action; use clicks, hotkeys and scroll"
-            )
+        if name in ("drag", "select"):  # UI-TARS 1.0 called a text-selecting drag select
+            x, y = self._point(kwargs, geometry, name)
+            if "end_box" not in kwargs:
+                raise FormatParseError(f"{name}: missing end_box='(x,y)'")
+            end_x, end_y = geometry.to_screen(*parse_point(kwargs["end_box"]))
+            return Action(ActionType.DRAG, x=x, y=y, end_x=end_x, end_y=end_y)
         raise FormatParseError(f"unknown action {name!r}; allowed: {_KNOWN_CALLS}")
 
     def render(self, action: Action, geometry: ScreenGeometry, thought: str = "") -> str:
@@ -273,6 +276,10 @@ class UITarsFormat(ModelFormat):
         if t in _RENDER_POINT_CALLS:
             x, y = geometry.to_image(action.x, action.y)
             return f"{_RENDER_POINT_CALLS[t]}(start_box='({x},{y})')"
+        if t is ActionType.DRAG:
+            x, y = geometry.to_image(action.x, action.y)
+            end_x, end_y = geometry.to_image(action.end_x, action.end_y)
+            return f"drag(start_box='({x},{y})', end_box='({end_x},{end_y})')"
         if t is ActionType.KEYS:
             keys = action.keys or ""
             parts = [*keys.split("+")[:-2], "+"] if keys.endswith("++") else keys.split("+")

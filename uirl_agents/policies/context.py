@@ -103,7 +103,9 @@ class EpisodeContexts:
         episode.outputs.append(output)
         if episode.geometry is not None:
             action = self.format.parse(output, episode.geometry).action
-            if action is not None and action.x is not None and action.y is not None:
+            if action is not None and action.end_x is not None and action.end_y is not None:
+                episode.pointer = (action.end_x, action.end_y)  # a drag ends there
+            elif action is not None and action.x is not None and action.y is not None:
                 episode.pointer = (action.x, action.y)
 
     def pointer(self, env_index: int) -> tuple[int, int] | None:

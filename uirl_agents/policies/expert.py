@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from uirl_agents.formats import ModelFormat
 from uirl_agents.policies.base import PolicyStep
 from uirl_agents.policies.context import EpisodeContexts
-from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
+from uirl_gym.tasks import task_spec
 
 
 class ExpertPolicy:
-    """Scripted expert for SimpleDataEntry.
+    """A task's scripted expert (``uirl_gym.tasks.TASKS[task].expert``).
 
     Args:
         oracle: ``oracle(env_index)`` returns that sub-env's ``/oracle`` state.
+        task: the task the sub-envs run.
         format: write steps in this model format (for demonstrations); None: actions only.
-        mode: how the expert fills fields (``type`` or ``copy_paste``).
+        mode: the expert's mode, for experts that have one (SimpleDataEntry: how it
+            fills fields, ``type`` or ``copy_paste``); None: its default.
         max_images: screenshots per prompt when ``format`` is given.
     """
 
@@ -34,18 +36,23 @@ class ExpertPolicy:
         self,
         oracle: Callable[[int], dict[str, Any]],
         *,
+        task: str = "simple_data_entry",
         format: ModelFormat | None = None,
-        mode: Literal["type", "copy_paste"] = "type",
+        mode: str | None = None,
         max_images: int = 1,
     ) -> None:
         self.oracle = oracle
         self.mode = mode
         self.format = format
+        self._make_expert = task_spec(task).expert
         self._contexts = EpisodeContexts(format, max_images=max_images) if format else None
-        self._experts: dict[int, SimpleDataEntryExpert] = {}
+        self._experts: dict[int, Any] = {}
+
+    def _new_expert(self) -> Any:
+        return self._make_expert(**({} if self.mode is None else {"mode": self.mode}))
 
     def begin_episode(self, env_index: int) -> None:
-        self._experts[env_index] = SimpleDataEntryExpert(mode=self.mode)
+        self._experts[env_index] = self._new_expert()
         if self._contexts is not None:
             self._contexts.begin_episode(env_index)
 
@@ -55,7 +62,7 @@ class ExpertPolicy:
         steps = []
         for obs, i in zip(observations, env_indices, strict=True):
             t0 = time.perf_counter()
-            expert = self._experts.setdefault(i, SimpleDataEntryExpert(mode=self.mode))
+            expert = self._experts.get(i) or self._experts.setdefault(i, self._new_expert())
             action = expert.next_action(self.oracle(i))
             step = PolicyStep(action=action)
             if self._contexts is not None and self.format is not None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from uirl_gym.actions import (
+    ACTION_FIELDS,
     MAX_SCROLL_AMOUNT,
     POINTER_ACTIONS,
     SCREEN_HEIGHT,
@@ -33,7 +34,7 @@ from uirl_gym.actions import (
 )
 from uirl_gym.server.browser import ImageFormat
 
-ACT_PARAMS = ("action_type", "x", "y", "text", "keys", "direction", "amount", "delay")
+ACT_PARAMS = ("action_type", *ACTION_FIELDS, "delay")
 ACT_PARAMS += ("format", "quality")
 MAX_DELAY_S = 10.0
 # Longer than the action space's 512: upstream types whatever fits in a URL. Bounded so
@@ -47,6 +48,7 @@ FIELDS_USED = {
     ActionType.KEYS: {"keys"},
     ActionType.SCROLL: {"x", "y", "direction", "amount"},
     **{t: {"x", "y"} for t in POINTER_ACTIONS if t is not ActionType.SCROLL},
+    ActionType.DRAG: {"x", "y", "end_x", "end_y"},
 }
 
 
@@ -79,8 +81,7 @@ def parse_act_query(query: Mapping[str, str]) -> ActRequest:
     ignored = sorted(set(query) - set(ACT_PARAMS))
     action_type = _action_type(query.get("action_type"))
     used = FIELDS_USED.get(action_type, set())
-    ignored += [name for name in ("x", "y", "text", "keys", "direction", "amount")
-                if name in query and name not in used]  # fmt: skip
+    ignored += [name for name in ACTION_FIELDS if name in query and name not in used]
     fields: dict[str, Any] = {"type": action_type}
     has_x, has_y = _given(query, "x"), _given(query, "y")
     if action_type is ActionType.SCROLL and has_x != has_y:
@@ -91,6 +92,10 @@ def parse_act_query(query: Mapping[str, str]) -> ActRequest:
             if not _given(query, name):
                 continue  # Action.validate names the missing one
             fields[name] = _clamp(name, _int(query, name), 0, size - 1, clamped)
+    if action_type is ActionType.DRAG:
+        for name, size in (("end_x", SCREEN_WIDTH), ("end_y", SCREEN_HEIGHT)):
+            if _given(query, name):  # Action.validate names a missing one
+                fields[name] = _clamp(name, _int(query, name), 0, size - 1, clamped)
     if "text" in used and query.get("text") is not None:
         fields["text"] = query["text"]
     if "keys" in used and query.get("keys") is not None:

@@ -89,6 +89,10 @@ class ImageFormat(enum.StrEnum):
     RAW = "raw"
 
 
+# Pointer moves between a drag's press and release.
+DRAG_MOVE_STEPS = 8
+
+
 def find_browser(explicit: str | None = None) -> str:
     """The Chromium executable to launch.
 
@@ -333,6 +337,7 @@ class BrowserSession:
             ActionType.TYPE: lambda: self._type(action.text or ""),
             ActionType.KEYS: lambda: self._press(key_sequence(action.keys or "")),
             ActionType.SCROLL: lambda: self._scroll(action),
+            ActionType.DRAG: lambda: self._drag(action),
         }
         await handlers[t]()
         if t not in (ActionType.SCREENSHOT, ActionType.FINISH):
@@ -378,6 +383,17 @@ class BrowserSession:
             {"type": kind, "key": key, "code": key, "modifiers": modifiers,
              "windowsVirtualKeyCode": vk, "nativeVirtualKeyCode": vk},
         )  # fmt: skip
+
+    async def _drag(self, action: Action) -> None:
+        """Press at (x, y), move to (end_x, end_y) in steps, release: what a person's
+        drag sends. Intermediate moves let pages that track ``mousemove`` (sliders,
+        selections) follow, and Playwright turns them into an HTML5 drag and drop when
+        the pressed element is draggable."""
+        mouse = self.page.mouse
+        await mouse.move(action.x, action.y)
+        await mouse.down()
+        await mouse.move(action.end_x, action.end_y, steps=DRAG_MOVE_STEPS)
+        await mouse.up()
 
     async def _scroll(self, action: Action) -> None:
         page = self.page

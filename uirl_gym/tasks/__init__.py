@@ -14,6 +14,7 @@ from typing import Any
 
 from uirl_gym.tasks.base import EpisodeScorer, Task
 from uirl_gym.tasks.simple_data_entry import score as simple_data_entry_score
+from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
 
 # Task seeds by split: the env draws an episode's task seed from its split's range, so
@@ -40,6 +41,9 @@ class TaskSpec:
         rewards: the task's reward config class (default values when called bare).
         scorer: ``scorer(first_progress, rewards)``: one episode's scorer.
         check_options: refuses reset options before any round trip (``ValueError``).
+        expert: ``expert(**options)``: a scripted expert, with ``reset()`` and
+            ``next_action(oracle) -> Action`` (it reads ``/oracle``, acts through
+            agent actions only).
     """
 
     name: str
@@ -48,6 +52,7 @@ class TaskSpec:
     rewards: Callable[[], Any]
     scorer: Callable[[Mapping[str, Any], Any], EpisodeScorer]
     check_options: Callable[[Mapping[str, Any]], None]
+    expert: Callable[..., Any]
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -60,6 +65,7 @@ TASKS: dict[str, TaskSpec] = {
             rewards=simple_data_entry_score.RewardConfig,
             scorer=simple_data_entry_score.SimpleDataEntryScorer,
             check_options=simple_data_entry_score.check_options,
+            expert=SimpleDataEntryExpert,
         ),
     )
 }
