@@ -30,9 +30,9 @@ def test_infer_format(name: str, model_type: str | None, config_text: str, expec
     assert infer_format(name, model_type, config_text) == expected
 
 
-def test_infer_format_refuses_to_guess() -> None:
-    with pytest.raises(ValueError, match="pass the format explicitly"):
-        infer_format("/models/llava", "llava")
+def test_infer_format_gives_other_models_the_generic_text_format() -> None:
+    assert infer_format("/models/llava", "llava") == "text"
+    assert infer_format("google/paligemma-3b-mix-448", "paligemma") == "text"
 
 
 def test_agent_spec_leaves_the_format_to_the_model() -> None:
@@ -77,7 +77,7 @@ def test_evaluate_reports_the_format(tmp_path: Path) -> None:
     assert forced == "ui-tars"
     url = "@http://127.0.0.1:9/v1"
     for model, expected in [("ui-tars-1.5-7b", "ui-tars"), ("qwen2.5-vl-3b", "qwen2.5-vl"),
-                            ("mine", "ui-tars")]:  # fmt: skip
+                            ("mine", "text")]:  # fmt: skip
         policy, chosen = build_policy(parse_agent(f"openai:{model}{url}"), oracle, tmp_path, 0)
         policy.close()
         assert chosen == expected, model

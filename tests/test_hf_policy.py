@@ -23,6 +23,7 @@ from uirl_agents.policies.hf import (  # noqa: E402
     format_config_from_processor,
 )
 from uirl_agents.tiny_model import main as tiny_model_main  # noqa: E402
+from uirl_gym.actions import Action  # noqa: E402
 
 pytest_plugins = ["model_fixtures"]
 
@@ -224,3 +225,19 @@ def test_cli_writes_a_checkpoint(tmp_path: Path) -> None:
     config = json.loads((tmp_path / "tiny" / "config.json").read_text())
     assert config["model_type"] == "qwen2_5_vl"
     assert (tmp_path / "tiny" / "chat_template.jinja").exists()
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "coordinates"])
+def test_generic_formats_drive_the_model(model_and_processor, fmt: str) -> None:
+    """A model with no GUI syntax of its own is prompted in a generic format: the prompt
+    renders through its chat template, it samples, and the reply is parsed (the random
+    tiny model's reply is no action: a parse error, not a crash)."""
+    policy = _policy(model_and_processor, fmt, max_new_tokens=8)
+    torch.manual_seed(0)
+    steps = policy.act(_observations(0), [0, 1])
+    for step in steps:
+        assert "drag" in step.messages[1]["content"][0]["text"]  # the syntax is taught
+        assert (step.action is None) != (step.error is None)
+        assert 1 <= len(step.completion_ids) <= 8
+    demo = policy.format.render(Action("left_click", 640, 400), policy.format.geometry())
+    assert policy.format.parse(demo, policy.format.geometry()).action.type == "left_click"

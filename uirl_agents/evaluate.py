@@ -120,9 +120,6 @@ def build_policy(
         ``(policy, format)``: the format name the model is prompted and parsed with
         (chosen from the model when the spec has none), None for scripted agents.
 
-    Raises:
-        ValueError: an hf spec without ``format=`` whose format the checkpoint does not
-            tell (see :func:`uirl_agents.models.detect_format`).
     """
     if spec.kind == "random":
         from uirl_agents.policies.random import RandomPolicy
@@ -133,16 +130,13 @@ def build_policy(
 
         return ExpertPolicy(oracle), None
     if spec.kind == "openai":
-        from uirl_agents.formats import UITarsFormat, infer_format
+        from uirl_agents.formats import infer_format
         from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
 
         format_name = spec.format
         if format_name is None:
-            try:
-                format_name = infer_format(spec.target)
-            except ValueError:
-                # A served model's config is out of reach; its name is all there is.
-                format_name = UITarsFormat.name
+            # A served model's config is out of reach; its name is all there is.
+            format_name = infer_format(spec.target)
             logger.info("format for %s: %s (from its name)", spec.target, format_name)
         policy = OpenAIPolicy(
             OpenAIPolicyConfig(

@@ -118,10 +118,8 @@ def detect_format(name_or_path: str | Path, *, trust_remote_code: bool = False) 
 
     ``"ui-tars"`` for a UI-TARS checkpoint (its name or config mentions UI-TARS),
     ``"qwen2.5-vl"`` for any other Qwen2-VL / Qwen2.5-VL model (the tiny test model
-    included); see :func:`uirl_agents.formats.infer_format`.
-
-    Raises:
-        ValueError: neither rule applies; pass the format explicitly.
+    included), the generic ``"text"`` for any other; see
+    :func:`uirl_agents.formats.infer_format`.
     """
     name_or_path = str(name_or_path)
     config = AutoConfig.from_pretrained(name_or_path, trust_remote_code=trust_remote_code)

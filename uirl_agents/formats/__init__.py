@@ -19,17 +19,18 @@ from .base import (
     ScreenGeometry,
     smart_resize,
 )
+from .generic import CoordinatesFormat, JsonFormat, TextFormat
 from .qwen25vl import Qwen25VLFormat
 from .ui_tars import UITarsFormat
 
 FORMATS: dict[str, type[ModelFormat]] = {
-    UITarsFormat.name: UITarsFormat,
-    Qwen25VLFormat.name: Qwen25VLFormat,
+    f.name: f for f in (UITarsFormat, Qwen25VLFormat, TextFormat, JsonFormat, CoordinatesFormat)
 }
 
 
 def get_format(name: str, config: FormatConfig | None = None) -> ModelFormat:
-    """Build the format registered as ``name`` ("ui-tars", "qwen2.5-vl").
+    """Build the format registered as ``name`` ("ui-tars", "qwen2.5-vl", "text", "json",
+    "coordinates").
 
     Args:
         name: the format's registry name.
@@ -56,40 +57,39 @@ def infer_format(name: str, model_type: str | None = None, config_text: str = ""
 
     UI-TARS is fine-tuned from Qwen2.5-VL and shares its ``model_type``, so the UI-TARS
     check (the name or the config mentions UI-TARS) comes first; any other
-    Qwen2-VL / Qwen2.5-VL model speaks the Qwen2.5-VL format.
+    Qwen2-VL / Qwen2.5-VL model speaks the Qwen2.5-VL format; any other model has no
+    GUI syntax of its own and gets the generic ``text`` format.
 
     Args:
         name: the checkpoint path, Hub id or served model name.
         model_type: the config's ``model_type`` (None: unknown, e.g. a served model).
         config_text: the raw ``config.json`` (searched for a UI-TARS mention).
 
-    Raises:
-        ValueError: neither rule applies; the message says to pass the format.
-
     >>> infer_format("ByteDance-Seed/UI-TARS-1.5-7B", "qwen2_5_vl")
     'ui-tars'
     >>> infer_format("/models/tiny", "qwen2_5_vl")
     'qwen2.5-vl'
+    >>> infer_format("HuggingFaceTB/SmolVLM-256M-Instruct", "idefics3")
+    'text'
     """
     if _UI_TARS_NAME.search(name) or _UI_TARS_NAME.search(config_text):
         return UITarsFormat.name
     if model_type in QWEN_VL_MODEL_TYPES or (model_type is None and _QWEN_VL_NAME.search(name)):
         return Qwen25VLFormat.name
-    raise ValueError(
-        f"Cannot tell the format of {name!r} (model_type {model_type!r}): expected a UI-TARS "
-        f"checkpoint or model_type in {list(QWEN_VL_MODEL_TYPES)}; pass the format explicitly, "
-        f"one of {sorted(FORMATS)}"
-    )
+    return TextFormat.name
 
 
 __all__ = [
     "FORMATS",
     "FormatConfig",
     "FormatParseError",
+    "CoordinatesFormat",
+    "JsonFormat",
     "ModelFormat",
     "ParsedOutput",
     "Qwen25VLFormat",
     "ScreenGeometry",
+    "TextFormat",
     "UITarsFormat",
     "get_format",
     "infer_format",

@@ -54,8 +54,10 @@ class ModelConfig:
         help=f"Checkpoint folder or Hub id (AutoModelForImageTextToText). `{TINY_MODEL}`: "
         "build the tiny random Qwen2.5-VL into OUTPUT_DIR/tiny_model (CPU smoke runs).",
     )
-    format: Literal["qwen2.5-vl", "ui-tars"] = param(
-        "qwen2.5-vl", help="Prompt and output format of the model family."
+    format: Literal["qwen2.5-vl", "ui-tars", "text", "json", "coordinates"] = param(
+        "qwen2.5-vl",
+        help="Prompt and output format: the model family's own (qwen2.5-vl, ui-tars) or a "
+        "generic one for other models (text, json, coordinates; docs/agents.md).",
     )
     adapter_path: str | None = param(
         None, help="A LoRA adapter folder to start from (trained further); None: a fresh one."
