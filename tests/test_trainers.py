@@ -36,7 +36,6 @@ from uirl_agents.trainers.common import (  # noqa: E402
     trainable_parameters,
 )
 from uirl_agents.trainers.config import (  # noqa: E402
-    LANGUAGE_MODEL_LINEARS,
     EnvConfig,
     GRPOConfig,
     ModelConfig,
@@ -305,7 +304,6 @@ def test_lora_targets_the_language_model_only_and_trains_the_adapter(
     lora_names = [n for n, _ in model.named_modules() if n.endswith("lora_A")]
     assert lora_names and not [n for n in lora_names if "visual" in n]
     assert all(re.search("language_model", n) for n in lora_names)
-    assert LANGUAGE_MODEL_LINEARS.startswith(".*language_model")
     trainable = {n for n, p in model.named_parameters() if p.requires_grad}
     assert trainable and all("lora_" in n for n in trainable)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -786,3 +784,60 @@ def _adapter_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     return load_file(checkpoint / ckpt.ADAPTER_DIR / "adapter_model.safetensors")
+
+
+@pytest.mark.parametrize(
+    ("preset", "kinds"),
+    [
+        ("attention", {"q_proj", "k_proj", "v_proj", "o_proj"}),
+        ("mlp", {"gate_proj", "up_proj", "down_proj"}),
+        (
+            "attention+mlp",
+            {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"},
+        ),
+        (
+            "all-linear",
+            {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"},
+        ),
+    ],
+)
+def test_lora_presets_wrap_the_language_models_layers_of_their_kind(
+    tiny_qwen25vl_dir: Path, preset: str, kinds: set[str]
+) -> None:
+    from uirl_agents.models import load_model
+    from uirl_agents.trainers.lora import lora_target_modules
+
+    model = load_model(tiny_qwen25vl_dir, dtype=torch.float32, device=torch.device("cpu"))
+    names = lora_target_modules(model, preset)
+    assert {n.rsplit(".", 1)[-1] for n in names} == kinds
+    assert all(".language_model." in n for n in names)  # no vision tower, no lm_head
+    layers = model.config.text_config.num_hidden_layers
+    assert len(names) == layers * len(kinds)
+
+
+def test_lora_custom_targets_and_their_errors(tiny_qwen25vl_dir: Path) -> None:
+    config = _grpo_config(model={"lora_preset": "custom", "lora_target_modules": ".*(q_proj|qkv)"})
+    run = _tiny_run(tiny_qwen25vl_dir, config)
+    lora = [n for n, _ in run.model.named_modules() if n.endswith("lora_A")]
+    assert lora and all("q_proj" in n or "qkv" in n for n in lora)
+    assert any("visual" in n for n in lora)  # custom takes what it names, vision included
+    with pytest.raises(ValueError, match="goes with model.lora_preset: custom"):
+        _grpo_config(model={"lora_target_modules": ".*q_proj"})
+    with pytest.raises(ValueError, match="goes with model.lora_preset: custom"):
+        _grpo_config(model={"lora_preset": "custom"})
+
+
+def test_experiment_configs_override_their_base(tmp_path: Path) -> None:
+    configs = REPO / "scripts" / "configs"
+    base = load_config(GRPOConfig, configs / "qwen25vl_3b_lora.yaml")
+    for name, preset in (("lora_attention", "attention"), ("lora_mlp", "mlp")):
+        cfg = load_config(GRPOConfig, configs / "experiments" / f"{name}.yaml")
+        assert cfg.model.lora_preset == preset
+        assert cfg.model.lora_rank == base.model.lora_rank and cfg.rollout == base.rollout
+    full = load_config(GRPOConfig, configs / "experiments" / "full_finetune.yaml")
+    assert (full.model.lora_rank, full.optim.learning_rate) == (0, 1e-5)
+    assert full.model.name == base.model.name and full.optim.epochs == base.optim.epochs
+    loop = tmp_path / "a.yaml"
+    loop.write_text("base: a.yaml\n")
+    with pytest.raises(ValueError, match="loops back"):
+        load_config(GRPOConfig, loop)

@@ -132,6 +132,31 @@ def parse_value(text: str) -> Any:
     return value
 
 
+def read_config_file(path: Path, _seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """A YAML config's sections; a ``base: FILE`` key (relative to this file) is read
+    first and this file's fields override it, field by field.
+
+    Raises:
+        ValueError: not a mapping, or a ``base`` chain that loops.
+    """
+    if path.resolve() in _seen:
+        raise ValueError(f"{path}: its base chain loops back to itself")
+    loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{path}: expected a mapping of config sections")
+    data = dict(loaded)
+    base = data.pop("base", None)
+    if base is None:
+        return data
+    merged = read_config_file(path.parent / base, (*_seen, path.resolve()))
+    for section, fields in data.items():
+        if isinstance(fields, dict) and isinstance(merged.get(section), dict):
+            merged[section] = {**merged[section], **fields}
+        else:
+            merged[section] = fields
+    return merged
+
+
 def load_config(
     cls: type[T], path: str | Path | None, overrides: dict[str, Any] | None = None
 ) -> T:
@@ -139,19 +164,14 @@ def load_config(
 
     Args:
         cls: :class:`RSConfig` or :class:`GRPOConfig`.
-        path: a YAML file (None: defaults only).
+        path: a YAML file (None: defaults only); see :func:`read_config_file`.
         overrides: ``{"optim.learning_rate": "1e-4", ...}``, applied after the file.
 
     Raises:
         ValueError: unknown field (with the closest name), a value of the wrong type, or
             a failed cross-field check (the message says what to set).
     """
-    data: dict[str, Any] = {}
-    if path is not None:
-        loaded = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        data = dict(loaded or {})
-        if not isinstance(loaded or {}, dict):
-            raise ValueError(f"{path}: expected a mapping of config sections")
+    data = read_config_file(Path(path)) if path is not None else {}
     for section in getattr(cls, "ignored_sections", ()):
         if data.pop(section, None) is not None:
             logger.debug("config section %r is for the other trainer; ignored", section)

@@ -45,6 +45,7 @@ from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import config_to_dict, save_config
 from uirl_agents.trainers.config import TINY_MODEL, EnvConfig, ModelConfig, TrainConfig
+from uirl_agents.trainers.lora import lora_target_modules
 from uirl_agents.trainers.metrics import (
     MetricsLogger,
     check_backends,
@@ -133,11 +134,17 @@ def build_model(
         if adapter is not None:
             model = peft.PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
         else:
+            targets = lora_target_modules(model, cfg.lora_preset, cfg.lora_target_modules)
+            logger.info(
+                "LoRA (%s): %s",
+                cfg.lora_preset,
+                f"{len(targets)} modules" if isinstance(targets, list) else targets,
+            )
             lora = peft.LoraConfig(
                 r=cfg.lora_rank,
                 lora_alpha=cfg.lora_alpha,
                 lora_dropout=cfg.lora_dropout,
-                target_modules=cfg.lora_target_modules,
+                target_modules=targets,
                 modules_to_save=list(cfg.lora_modules_to_save) or None,
                 task_type="CAUSAL_LM",
             )

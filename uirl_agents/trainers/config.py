@@ -27,9 +27,7 @@ logger = logging.getLogger(__name__)
 # LoRA on the language model's linear layers only. A plain list of names (q_proj, ...,
 # gate_proj, up_proj, down_proj) also matches the vision tower's MLP blocks in
 # Qwen2.5-VL; anchoring on `language_model` keeps the vision tower frozen and untouched.
-LANGUAGE_MODEL_LINEARS = (
-    r".*language_model.*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)"
-)
+LoraPreset = Literal["attention", "mlp", "attention+mlp", "all-linear", "custom"]
 LORA_LEARNING_RATE = 2e-4
 FULL_FINETUNE_LEARNING_RATE = 1e-5
 TINY_MODEL = "tiny"
@@ -69,10 +67,16 @@ class ModelConfig:
         help="LoRA dropout. Keep 0 for GRPO: dropout makes the loss pass's logprobs differ "
         "from the rollout's, so the PPO ratio is not 1 on-policy.",
     )
-    lora_target_modules: str = param(
-        LANGUAGE_MODEL_LINEARS,
-        help="Regex (peft fullmatch) of the modules that get LoRA. The default takes the "
-        "language model's linear layers and leaves the vision tower frozen.",
+    lora_preset: LoraPreset = param(
+        "attention+mlp",
+        help="Which layers of the language model get LoRA, resolved per model family: "
+        "attention (q, k, v, o), mlp (gate, up, down), attention+mlp, all-linear, or "
+        "custom (lora_target_modules). The vision tower is never wrapped by a preset.",
+    )
+    lora_target_modules: str | None = param(
+        None,
+        help="With lora_preset: custom, the modules that get LoRA: a regex (peft fullmatch) "
+        "or a comma-separated list of module names.",
     )
     lora_modules_to_save: list[str] = param(
         factory=list,
@@ -88,7 +92,7 @@ class ModelConfig:
     freeze_vision_tower: bool = param(
         True,
         help="Full fine-tuning: leave the vision encoder's weights frozen (LoRA never "
-        "touches it unless lora_target_modules names it).",
+        "touches it unless a custom lora_target_modules names it).",
     )
     attn_implementation: str | None = param(
         None, help="e.g. sdpa, flash_attention_2, eager; None: transformers' default."
@@ -309,6 +313,12 @@ class TrainConfig:
         m, env, r, o = self.model, self.env, self.rollout, self.optim
         if o.learning_rate is None:  # derived once, here, and logged with the config
             o.learning_rate = LORA_LEARNING_RATE if m.lora_rank > 0 else FULL_FINETUNE_LEARNING_RATE
+        if (m.lora_preset == "custom") != (m.lora_target_modules is not None):
+            raise ValueError(
+                "model.lora_target_modules goes with model.lora_preset: custom (and custom "
+                f"needs it); got lora_preset {m.lora_preset!r}, lora_target_modules "
+                f"{m.lora_target_modules!r}"
+            )
         _check(self.iterations >= 1, "iterations", ">= 1", self.iterations)
         _check(m.lora_rank >= 0, "model.lora_rank", ">= 0 (0: full fine-tuning)", m.lora_rank)
         _check(0 <= m.lora_dropout < 1, "model.lora_dropout", "in [0, 1)", m.lora_dropout)
