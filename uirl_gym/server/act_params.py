@@ -31,7 +31,7 @@ from uirl_gym.actions import (
     Action,
     ActionType,
 )
-from uirl_gym.server.browser import ImageFormat
+from uirl_gym.server.chromium import ImageFormat
 
 ACT_PARAMS = ("action_type", "x", "y", "text", "keys", "direction", "amount", "delay")
 ACT_PARAMS += ("format", "quality")
