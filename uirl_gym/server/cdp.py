@@ -31,7 +31,8 @@ logger = logging.getLogger(__name__)
 EventHandler = Callable[[dict[str, Any]], None]
 COMMAND_TIMEOUT_S = 30.0
 # Playwright's launch switches (chromiumSwitches.ts, 1.5x), less the ones that only
-# matter to Chrome/Edge builds: the page renders as it did under Playwright.
+# matter to Chrome/Edge builds, so that the page renders as it did under Playwright; and
+# less CDPScreenshotNewSurface, which makes every capture draw into a new surface.
 BASE_SWITCHES = (
     "--disable-field-trial-config",
     "--disable-background-networking",
@@ -49,7 +50,6 @@ BASE_SWITCHES = (
     "HttpsUpgrades,HttpsFirstBalancedModeAutoEnable,LensOverlay,MediaRouter,PaintHolding,"
     "ThirdPartyStoragePartitioning,OptimizationHints,NetworkTimeServiceQuerying,AimEnabled,"
     "PreconnectToSearch",
-    "--enable-features=CDPScreenshotNewSurface",
     "--allow-pre-commit-input",
     "--disable-hang-monitor",
     "--disable-ipc-flooding-protection",

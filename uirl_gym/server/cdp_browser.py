@@ -24,9 +24,11 @@ import asyncio
 import base64
 import io
 import logging
+import os
 import re
+import shlex
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -55,6 +57,8 @@ CHROMIUM_ARGS = (
     "--font-render-hinting=none",
     "--disable-smooth-scrolling",
 )
+# More Chromium switches, for experiments (space-separated, shell quoting).
+EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
 RECORD_BINDING = "uirlRecord"
 _RAW_BINDING = "__uirlRecordRaw"
 # Runs in every new document before the app's scripts: only this closure keeps the raw
@@ -105,6 +109,8 @@ class _Tab:
     session_id: str
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     loading: bool = False
+    # Whether any input reached the page since it loaded (a clean one can be reused).
+    dirty: bool = False
     # execution context id -> (origin, frame id, is the frame's main world)
     contexts: dict[int, tuple[str, str, bool]] = field(default_factory=dict)
 
@@ -143,6 +149,7 @@ class CdpBrowserSession:
         self._process: ChromiumProcess | None = None
         self._tab: _Tab | None = None
         self._spare: asyncio.Task[_Tab] | None = None
+        self._after_capture: list[Callable[[], Awaitable[None]]] = []
         self._background: set[asyncio.Task[Any]] = set()
         self._app_state: dict[str, Any] | None = None
         self._mouse = (0, 0)
@@ -153,8 +160,9 @@ class CdpBrowserSession:
 
     async def start(self) -> None:
         t0 = time.perf_counter()
+        extra = shlex.split(os.environ.get(EXTRA_ARGS_ENV_VAR, ""))
         self._process = await ChromiumProcess.launch(
-            self.executable_path, CHROMIUM_ARGS, headless=self.headless
+            self.executable_path, [*CHROMIUM_ARGS, *extra], headless=self.headless
         )
         self._process.connection.on("__closed__", self._on_closed)
         self.alive = True
@@ -186,6 +194,7 @@ class CdpBrowserSession:
         if self._spare is not None:
             self._spare.cancel()
             self._spare = None
+        self._after_capture = []
         self._tab = None
         if self._process is not None:
             process, self._process = self._process, None
@@ -320,28 +329,49 @@ class CdpBrowserSession:
             raise CdpError(f"the page did not load within {LOAD_TIMEOUT_S:.0f}s") from None
 
     async def new_episode(self, app_state: dict[str, Any]) -> None:
-        """Move to a fresh context and render ``app_state`` in it; clear the clipboard."""
+        """Move to a fresh context and render ``app_state`` in it; clear the clipboard.
+
+        The fresh context is the one prepared during the previous episode. A context in
+        which nothing but screenshots happened since it loaded (a reset right after a
+        reset) is reused: no input reached it, so it is as fresh as a new one. Disposing
+        of the old context and preparing the next one wait until the new episode's first
+        screenshot is taken, so that they do not compete with it for the CPU.
+        """
         if not self.alive:
             raise CdpError("Chromium is not running")
-        spare, self._spare = self._spare, None
-        tab = None
-        if spare is not None:
-            try:
-                tab = await spare
-            except CdpError as exc:
-                logger.warning("the prepared context failed (%s); making a new one", exc)
-        if tab is None:
-            tab = await self._new_tab()
-        old, self._tab = self._tab, tab
-        if old is not None:
-            self._in_background(self._dispose(old))
+        current = self._tab
+        if current is not None and not current.dirty:
+            tab = current
+        else:
+            tab = await self._take_spare()
+            self._tab = tab
+            if current is not None:
+                self._after_capture.append(lambda: self._dispose(current))
+        self._after_capture.append(self._prepare_spare)
         await self._eval(
             f"(async () => {{ {_js_call('window.uirlLoad', app_state)}; "
             "await navigator.clipboard.writeText(''); })()"
         )
         self._app_state = app_state
         self._mouse = (0, 0)
-        self._spare = asyncio.create_task(self._new_tab())
+
+    async def _take_spare(self) -> _Tab:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                return await spare
+            except CdpError as exc:
+                logger.warning("the prepared context failed (%s); making a new one", exc)
+        return await self._new_tab()
+
+    async def _prepare_spare(self) -> None:
+        if self._spare is None and self.alive:
+            self._spare = asyncio.create_task(self._new_tab())
+
+    def _run_after_capture(self) -> None:
+        work, self._after_capture = self._after_capture, []
+        for start in work:
+            self._in_background(start())
 
     async def _dispose(self, tab: _Tab) -> None:
         self._cdp.off_session(tab.session_id)
@@ -440,10 +470,11 @@ class CdpBrowserSession:
         the page; then the task work the app reports as pending (an in-flight
         submission) is awaited, and a navigation in progress must reach ``load``.
         """
-        self._current()
+        tab = self._current()
         t = action.type
         if t in (ActionType.SCREENSHOT, ActionType.FINISH):
             return
+        tab.dirty = True
         if t is ActionType.MOUSE_MOVE:
             await self._mouse_move(action.x, action.y)  # type: ignore[arg-type]
         elif t is ActionType.LEFT_CLICK:
@@ -624,6 +655,7 @@ class CdpBrowserSession:
         if fmt is ImageFormat.JPEG:
             params = {"format": "jpeg", "quality": jpeg_quality, "optimizeForSpeed": True}
         result = await self._cdp.send("Page.captureScreenshot", params, session_id=tab.session_id)
+        self._run_after_capture()
         data = base64.b64decode(result["data"])
         if fmt is ImageFormat.RAW:
             return _png_to_rgb(data)
