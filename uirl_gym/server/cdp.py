@@ -266,7 +266,10 @@ class ChromiumProcess:
             executable,
             *BASE_SWITCHES,
             *(["--headless"] if headless else []),
-            *(["--no-sandbox"] if os.geteuid() == 0 else []),
+            # As Playwright launches it: the sandbox needs root or user namespaces, which
+            # unprivileged containers (the pod template) do not have; the page is the
+            # session's own app.
+            "--no-sandbox",
             *args,
             f"--user-data-dir={user_data_dir}",
             "--remote-debugging-pipe",
