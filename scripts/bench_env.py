@@ -17,6 +17,7 @@ Measures:
 
     python scripts/bench_env.py                 # full run, updates docs/benchmarks.md
     python scripts/bench_env.py --quick --no-write
+    python scripts/bench_env.py --profile       # CPU and PSS by process, one session each
 """
 
 from __future__ import annotations
@@ -210,6 +211,73 @@ def interleaved(
     return out
 
 
+def process_kind(pid: int, client_pid: int) -> str:
+    """client, server, Playwright driver, or the Chromium process type."""
+    if pid == client_pid:
+        return "client (this process)"
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
+    except OSError:
+        return "gone"
+    name = Path(argv[0].decode()).name if argv else "?"
+    if name.startswith("python"):
+        return "session server (Python)"
+    if name == "node":
+        return "Playwright driver (Node)"
+    kind = next((a.decode()[7:] for a in argv if a.startswith(b"--type=")), "browser")
+    sub = next((a.decode()[19:] for a in argv if a.startswith(b"--utility-sub-type=")), "")
+    return f"Chromium {kind}" + (f" ({sub.split('.')[0]})" if sub else "")
+
+
+def profile(config: Config, steps: int) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU ms per click step and PSS MB by process kind, one session of ``config``."""
+    runtime = config.runtime()
+    try:
+        env = UIEnv(runtime=runtime)
+        env.reset(seed=0)
+        for i in range(5):
+            env.step(click_at(i))
+        pids = session_pids(runtime, [env])
+        before = {p: cpu_s([p]) for p in pids}
+        for i in range(steps):
+            env.step(click_at(i))
+        cpu: dict[str, float] = {}
+        pss: dict[str, float] = {}
+        for p in pids:
+            kind = process_kind(p, os.getpid())
+            cpu[kind] = cpu.get(kind, 0.0) + (cpu_s([p]) - before[p]) * 1e3 / steps
+            pss[kind] = pss.get(kind, 0.0) + (0.0 if p == os.getpid() else pss_mb([p]))
+        env.close()
+    finally:
+        runtime.close()
+    return cpu, pss
+
+
+def profile_report(configs: list[Config], steps: int) -> list[str]:
+    lines = [
+        "| process | "
+        + " | ".join(f"CPU ms/step, {c.name}" for c in configs)
+        + " | "
+        + " | ".join(f"PSS MB, {c.name}" for c in configs)
+        + " |",
+        "| --- |" + " --- |" * (2 * len(configs)),
+    ]
+    results = [profile(c, steps) for c in configs]
+    kinds = sorted(
+        {k for cpu, _ in results for k in cpu}, key=lambda k: -max(r[0].get(k, 0) for r in results)
+    )
+    for kind in kinds:
+        cells = [f"{cpu.get(kind, 0):.1f}" if kind in cpu else "-" for cpu, _ in results]
+        cells += [
+            f"{pss.get(kind, 0):.0f}" if kind in pss and pss[kind] else "-" for _, pss in results
+        ]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    totals = [f"{sum(cpu.values()):.1f}" for cpu, _ in results]
+    totals += [f"{sum(pss.values()):.0f}" for _, pss in results]
+    lines.append("| **all** | " + " | ".join(totals) + " |")
+    return lines
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -228,6 +296,11 @@ def main() -> None:
     p.add_argument("--quick", action="store_true", help="fewer repeats, N in 1, 4")
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     p.add_argument("--seconds", type=float, default=10.0, help="per throughput point")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="only print where CPU (per click step) and memory go, by process, one session each",
+    )
     args = p.parse_args()
     sizes = [1, 4] if args.quick else [1, 8]
     seconds = 4.0 if args.quick else args.seconds
@@ -238,6 +311,9 @@ def main() -> None:
         Config("playwright + chromium (before)", "playwright", find_browser(headless=False)),
         Config("cdp + headless shell (now)", "cdp", find_browser()),
     ]
+    if args.profile:
+        print("\n".join(profile_report(configs, steps)))
+        return
     names = [c.name for c in configs]
     runtimes = {c.name: c.runtime() for c in configs}
     try:
