@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -29,6 +32,17 @@ def test_key_descriptions_follow_playwright() -> None:
     assert describe("Numpad5", {"Shift"}).key == "5"
     with pytest.raises(ValueError, match='Unknown key: "Hyper"'):
         describe("Hyper", set())
+
+
+def test_the_cdp_backend_never_loads_playwright() -> None:
+    """No Node driver, and not even Playwright's Python package, in a CDP server."""
+    code = (
+        "import sys; from uirl_gym.server.app import SessionState, ServerConfig; "
+        "SessionState(ServerConfig()); "
+        "sys.exit(any(m.startswith('playwright') for m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == 0
 
 
 def test_health_names_the_backend_and_the_browser(client: SessionClient) -> None:

@@ -41,9 +41,6 @@ from uirl_gym.tasks.base import Task, TaskOptionsError
 
 logger = logging.getLogger(__name__)
 
-# What a browser backend raises when an action fails (ours, and Playwright's if present).
-BROWSER_ERRORS = browser_errors()
-
 MEDIA_TYPES = {
     ImageFormat.PNG: "image/png",
     ImageFormat.JPEG: "image/jpeg",
@@ -101,6 +98,8 @@ class SessionState:
             headless=config.headless,
             record_event=self.task.handle_event,
         )
+        # What the backend raises when an action fails (caught by the routes).
+        self.browser_errors = browser_errors(config.backend is BrowserBackend.PLAYWRIGHT)
         self.lock = asyncio.Lock()
         self.started_at = datetime.now(UTC)
         self.ready = False
@@ -248,7 +247,7 @@ async def reset(request: Request) -> JSONResponse:
             result = await state.reset(seed, options)
         except TaskOptionsError as exc:
             raise _bad_request(f"options.{exc}") from None
-        except BROWSER_ERRORS as exc:
+        except state.browser_errors as exc:
             raise await _browser_error(state, exc, "the reset") from None
     result["reset_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return JSONResponse(result)
@@ -269,7 +268,7 @@ async def act(request: Request) -> Response:
             if parsed.delay_s:
                 await asyncio.sleep(parsed.delay_s)
             image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
-        except BROWSER_ERRORS as exc:
+        except state.browser_errors as exc:
             raise await _browser_error(
                 state, exc, f"the {parsed.action.type.value} action"
             ) from None
@@ -314,7 +313,7 @@ async def oracle(request: Request) -> JSONResponse:
     async with state.lock:
         try:
             page_state = await state.browser.inspect()
-        except BROWSER_ERRORS as exc:
+        except state.browser_errors as exc:
             raise await _browser_error(state, exc, "reading the page") from None
         except RuntimeError as exc:
             raise HTTPException(status_code=409, detail=str(exc)) from None
@@ -336,7 +335,7 @@ async def _first_episode(state: SessionState, timeout_s: float = 30.0) -> None:
             async with state.lock:
                 await state.reset(state.config.initial_seed, state.config.initial_options)
             break
-        except BROWSER_ERRORS as exc:
+        except state.browser_errors as exc:
             if time.monotonic() > deadline:
                 logger.error("the first episode failed to load: %s", exc)
                 return

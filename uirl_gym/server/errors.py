@@ -7,10 +7,11 @@ class BrowserError(Exception):
     """The browser failed an action, or is gone (the server checks which)."""
 
 
-def browser_errors() -> tuple[type[Exception], ...]:
-    """The exception types a browser backend raises: ours, and Playwright's if installed."""
-    try:
-        from playwright.async_api import Error as PlaywrightError
-    except ImportError:  # the CDP backend needs no Playwright
+def browser_errors(with_playwright: bool) -> tuple[type[Exception], ...]:
+    """The exception types a browser backend raises: ours, plus Playwright's for the
+    Playwright backend (imported only then: the CDP backend never loads Playwright)."""
+    if not with_playwright:
         return (BrowserError,)
+    from playwright.async_api import Error as PlaywrightError
+
     return (BrowserError, PlaywrightError)
