@@ -1,16 +1,23 @@
-"""Benchmark the env on local sessions; print a markdown report, write docs/benchmarks.md.
+"""Benchmark the env on local sessions, old and new backends side by side in one run.
 
-Measures, in one run:
+Each measure runs once per configuration, back to back, so that both see the same load:
+- ``playwright``: the earlier default, Playwright's Node driver and the full Chromium;
+- ``cdp``: the default, DevTools over a pipe from Python and the headless shell (when
+  installed; the report names the browser used).
+
+Measures:
 - cold start: a new session server until it answers ``GET /`` (browser launch included);
 - the protocol's raw step over HTTP (``/act`` left_click + settled PNG, bytes only);
-- ``UIEnv.step`` (left_click, decoded screenshot, reward from ``/progress``) and
-  ``UIEnv.reset`` after a few steps, p50 and p95;
-- aggregate steps/s for N sessions, each UIEnv driven from its own thread, and the same
-  through ``SessionVectorEnv`` and Gymnasium's ``AsyncVectorEnv`` (one process per env);
-- memory per session: PSS (``/proc/PID/smaps_rollup``) of server + Chromium processes.
+- ``UIEnv.step`` (left_click, decoded screenshot, reward from ``/progress``), PNG and JPEG;
+- ``UIEnv.reset`` after 10-step episodes, and back to back (reset after reset);
+- aggregate steps/s of ``gym.make_vec`` (``SessionVectorEnv``, lock-step) with N sessions,
+  clicks and random actions, and the CPU time per step of every process involved (this
+  client, the servers, Chromium: ``/proc/PID/stat``);
+- memory per session: PSS (``/proc/PID/smaps_rollup``) of server + browser processes.
 
     python scripts/bench_env.py                 # full run, updates docs/benchmarks.md
     python scripts/bench_env.py --quick --no-write
+    python scripts/bench_env.py --profile       # CPU and PSS by process, one session each
 """
 
 from __future__ import annotations
@@ -19,25 +26,45 @@ import argparse
 import os
 import platform
 import statistics
+import string
 import sys
-import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-import gymnasium as gym
 import numpy as np
 import requests
 
-import uirl_gym
-from uirl_gym.actions import Action, ActionType
+from uirl_gym.actions import Action, ActionType, ScrollDirection
 from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.base import session_headers
-from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
+from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig, descendant_pids
+from uirl_gym.server.chromium import find_browser
 from uirl_gym.vector import SessionVectorEnv
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
 START, END = "<!-- bench_env:start -->", "<!-- bench_env:end -->"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+RANDOM_KEYS = ("Enter", "Tab", "shift+Tab", "Backspace", "ctrl+a", "ctrl+c", "ctrl+v", "Escape")
+TEXT_CHARS = list(string.ascii_letters + string.digits + "@. ")
+
+
+@dataclass
+class Config:
+    name: str
+    backend: str
+    browser: str
+
+    def runtime(self) -> LocalRuntime:
+        return LocalRuntime(
+            LocalRuntimeConfig(
+                browser=self.browser,
+                extra_args=("--backend", self.backend),
+                # A busy 2-core machine starts 8 Playwright sessions slowly.
+                startup_timeout_s=180.0,
+            )
+        )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -47,6 +74,22 @@ def pct(values: list[float], q: float) -> float:
 def click_at(i: int) -> Action:
     """A click on a different sheet cell each time (each changes the screen)."""
     return Action(ActionType.LEFT_CLICK, 100 + 150 * (i % 3), 125 + 24 * (i % 25))
+
+
+def random_action(rng: np.random.Generator) -> Action:
+    """What ``RandomPolicy`` samples: clicks, short text, key presses, scrolls."""
+    kind = rng.choice(5, p=[0.45, 0.05, 0.2, 0.15, 0.15])
+    x, y = int(rng.integers(1280)), int(rng.integers(800))
+    if kind == 0:
+        return Action(ActionType.LEFT_CLICK, x, y)
+    if kind == 1:
+        return Action(ActionType.DOUBLE_CLICK, x, y)
+    if kind == 2:
+        return Action(ActionType.TYPE, text="".join(rng.choice(TEXT_CHARS, rng.integers(1, 13))))
+    if kind == 3:
+        return Action(ActionType.KEYS, keys=str(rng.choice(RANDOM_KEYS)))
+    direction = ScrollDirection.UP if rng.random() < 0.5 else ScrollDirection.DOWN
+    return Action(ActionType.SCROLL, x, y, direction=direction, amount=int(rng.integers(1, 6)))
 
 
 def pss_mb(pids: list[int]) -> float:
@@ -59,6 +102,26 @@ def pss_mb(pids: list[int]) -> float:
         except OSError:
             continue
     return total_kb / 1024
+
+
+def cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds of these processes (all their threads)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / CLK_TCK
+
+
+def session_pids(runtime: LocalRuntime, envs: list[UIEnv]) -> list[int]:
+    pids = [os.getpid()]
+    for env in envs:
+        server = runtime.pid(env.session)
+        pids += [server, *descendant_pids(server)]
+    return pids
 
 
 def bench_cold_start(runtime: LocalRuntime, repeats: int) -> list[float]:
@@ -84,140 +147,252 @@ def bench_http_step(base_url: str, steps: int) -> list[float]:
     return times
 
 
-def bench_env_step_reset(env: UIEnv, steps: int, resets: int) -> tuple[list[float], list[float]]:
+def bench_steps(env: UIEnv, steps: int, image_format: str) -> list[float]:
+    env.image_format = env._client.image_format = image_format
     env.reset(seed=0)
-    step_times = []
+    times = []
     for i in range(steps):
         t0 = time.perf_counter()
         env.step(click_at(i))
-        step_times.append(time.perf_counter() - t0)
-    reset_times = []
+        times.append(time.perf_counter() - t0)
+    env.image_format = env._client.image_format = "png"
+    return times
+
+
+def bench_resets(env: UIEnv, resets: int, episode_steps: int) -> list[float]:
+    env.reset(seed=0)
+    times = []
     for seed in range(resets):
-        for i in range(3):  # a reset follows an episode, not another reset
+        for i in range(episode_steps):
             env.step(click_at(i))
         t0 = time.perf_counter()
         env.reset(seed=seed)
-        reset_times.append(time.perf_counter() - t0)
-    return step_times, reset_times
+        times.append(time.perf_counter() - t0)
+    return times
 
 
-def threaded_throughput(envs: list[UIEnv], seconds: float) -> float:
-    for env in envs:
-        env.reset(seed=0)
-    counts = [0] * len(envs)
-    stop = time.perf_counter() + seconds
-
-    def drive(k: int) -> None:
-        i = 0
-        while time.perf_counter() < stop:
-            envs[k].step(click_at(i))
-            i += 1
-        counts[k] = i
-
-    threads = [threading.Thread(target=drive, args=(k,)) for k in range(len(envs))]
-    t0 = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return sum(counts) / (time.perf_counter() - t0)
+@dataclass
+class Throughput:
+    steps_per_s: float
+    cpu_ms_per_step: float
 
 
-def vector_throughput(envs: gym.vector.VectorEnv, seconds: float) -> float:
-    n = envs.num_envs
-    envs.reset(seed=0)
+def vector_throughput(
+    runtime: LocalRuntime, vec: SessionVectorEnv, seconds: float, actions: str
+) -> Throughput:
+    n = vec.num_envs
+    vec.reset(seed=0)
+    pids = session_pids(runtime, list(vec.envs))
+    rng = np.random.default_rng(0)
     steps, i = 0, 0
-    t0 = time.perf_counter()
+    cpu0, t0 = cpu_s(pids), time.perf_counter()
     while time.perf_counter() - t0 < seconds:
-        batch = [click_at(i + k).to_space_sample() for k in range(n)]
-        actions = {key: np.array([b[key] for b in batch]) for key in batch[0]}
-        actions["text"] = tuple(b["text"] for b in batch)
-        actions["keys"] = tuple(b["keys"] for b in batch)
-        envs.step(actions)
+        if actions == "clicks":
+            batch = [click_at(i + k).to_space_sample() for k in range(n)]
+        else:
+            batch = [random_action(rng).to_space_sample() for _ in range(n)]
+        stacked = {key: np.array([b[key] for b in batch]) for key in batch[0]}
+        stacked["text"] = tuple(b["text"] for b in batch)
+        stacked["keys"] = tuple(b["keys"] for b in batch)
+        vec.step(stacked)
         steps += n
         i += 1
-    return steps / (time.perf_counter() - t0)
+    elapsed, cpu = time.perf_counter() - t0, cpu_s(pids) - cpu0
+    return Throughput(steps / elapsed, cpu / steps * 1e3)
 
 
-def measure(label: str, fn: Callable[[], float]) -> float:
-    value = fn()
-    print(f"  {label}: {value:.1f}", file=sys.stderr, flush=True)
-    return value
+def interleaved(
+    names: list[str], measure: Callable[[str], list[float]], rounds: int = 4
+) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {n: [] for n in names}
+    for _ in range(rounds):
+        for n in names:
+            out[n] += measure(n)
+    return out
+
+
+def process_kind(pid: int, client_pid: int) -> str:
+    """client, server, Playwright driver, or the Chromium process type."""
+    if pid == client_pid:
+        return "client (this process)"
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").split()
+    except OSError:
+        return "gone"
+    name = Path(argv[0].decode()).name if argv else "?"
+    if name.startswith("python"):
+        return "session server (Python)"
+    if name == "node":
+        return "Playwright driver (Node)"
+    kind = next((a.decode()[7:] for a in argv if a.startswith(b"--type=")), "browser")
+    sub = next((a.decode()[19:] for a in argv if a.startswith(b"--utility-sub-type=")), "")
+    return f"Chromium {kind}" + (f" ({sub.split('.')[0]})" if sub else "")
+
+
+def profile(config: Config, steps: int) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU ms per click step and PSS MB by process kind, one session of ``config``."""
+    runtime = config.runtime()
+    try:
+        env = UIEnv(runtime=runtime)
+        env.reset(seed=0)
+        for i in range(5):
+            env.step(click_at(i))
+        pids = session_pids(runtime, [env])
+        before = {p: cpu_s([p]) for p in pids}
+        for i in range(steps):
+            env.step(click_at(i))
+        cpu: dict[str, float] = {}
+        pss: dict[str, float] = {}
+        for p in pids:
+            kind = process_kind(p, os.getpid())
+            cpu[kind] = cpu.get(kind, 0.0) + (cpu_s([p]) - before[p]) * 1e3 / steps
+            pss[kind] = pss.get(kind, 0.0) + (0.0 if p == os.getpid() else pss_mb([p]))
+        env.close()
+    finally:
+        runtime.close()
+    return cpu, pss
+
+
+def profile_report(configs: list[Config], steps: int) -> list[str]:
+    lines = [
+        "| process | "
+        + " | ".join(f"CPU ms/step, {c.name}" for c in configs)
+        + " | "
+        + " | ".join(f"PSS MB, {c.name}" for c in configs)
+        + " |",
+        "| --- |" + " --- |" * (2 * len(configs)),
+    ]
+    results = [profile(c, steps) for c in configs]
+    kinds = sorted(
+        {k for cpu, _ in results for k in cpu}, key=lambda k: -max(r[0].get(k, 0) for r in results)
+    )
+    for kind in kinds:
+        cells = [f"{cpu.get(kind, 0):.1f}" if kind in cpu else "-" for cpu, _ in results]
+        cells += [
+            f"{pss.get(kind, 0):.0f}" if kind in pss and pss[kind] else "-" for _, pss in results
+        ]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    totals = [f"{sum(cpu.values()):.1f}" for cpu, _ in results]
+    totals += [f"{sum(pss.values()):.0f}" for _, pss in results]
+    lines.append("| **all** | " + " | ".join(totals) + " |")
+    return lines
+
+
+def log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def ms_row(label: str, by_config: dict[str, list[float]], names: list[str]) -> str:
+    cells = [
+        f"{pct(by_config[n], 50) * 1e3:.1f} ms (p95 {pct(by_config[n], 95) * 1e3:.0f})"
+        for n in names
+    ]
+    old, new = (statistics.median(by_config[n]) for n in names[:2])
+    return f"| {label} | {' | '.join(cells)} | {old / new:.2f}x |"
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="fewer repeats, N up to 4")
+    p.add_argument("--quick", action="store_true", help="fewer repeats, N in 1, 4")
     p.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
-    p.add_argument("--seconds", type=float, default=8.0, help="per throughput point")
+    p.add_argument("--seconds", type=float, default=10.0, help="per throughput point")
+    p.add_argument(
+        "--profile",
+        action="store_true",
+        help="only print where CPU (per click step) and memory go, by process, one session each",
+    )
     args = p.parse_args()
-    sizes = [1, 2, 4] if args.quick else [1, 2, 4, 8]
-    seconds = 3.0 if args.quick else args.seconds
-    steps = 40 if args.quick else 150
-    resets = 8 if args.quick else 25
+    sizes = [1, 4] if args.quick else [1, 8]
+    seconds = 4.0 if args.quick else args.seconds
+    steps = 40 if args.quick else 120
+    resets = 6 if args.quick else 20
 
-    lines: list[str] = []
-    with LocalRuntime() as runtime:
-        print("cold start ...", file=sys.stderr, flush=True)
-        cold = bench_cold_start(runtime, 2 if args.quick else 5)
-        env = UIEnv(runtime=runtime)
-        env.reset(seed=0)
-        http = bench_http_step(env.session.base_url, steps)
-        step_t, reset_t = bench_env_step_reset(env, steps, resets)
-        by_format = {}
-        for fmt in ("raw", "jpeg"):
-            env.image_format = env._client.image_format = fmt
-            by_format[fmt] = bench_env_step_reset(env, steps, 0)[0]
-        env.close()
-        lines += [
-            "| measure | p50 | p95 | n |",
+    configs = [
+        Config("playwright + chromium (before)", "playwright", find_browser(headless=False)),
+        Config("cdp + headless shell (now)", "cdp", find_browser()),
+    ]
+    if args.profile:
+        print("\n".join(profile_report(configs, steps)))
+        return
+    names = [c.name for c in configs]
+    runtimes = {c.name: c.runtime() for c in configs}
+    try:
+        log("cold start ...")
+        cold = {c.name: bench_cold_start(runtimes[c.name], 3 if args.quick else 7) for c in configs}
+        envs = {c.name: UIEnv(runtime=runtimes[c.name]) for c in configs}
+        for env in envs.values():
+            env.reset(seed=0)
+        log("steps ...")
+        # In rounds, alternating configurations: both see the same (shared, busy) machine.
+        http = interleaved(names, lambda n: bench_http_step(envs[n].session.base_url, steps // 4))
+        png = interleaved(names, lambda n: bench_steps(envs[n], steps // 4, "png"))
+        jpeg = interleaved(names, lambda n: bench_steps(envs[n], steps // 4, "jpeg"))
+        log("resets ...")
+        reset10 = interleaved(names, lambda n: bench_resets(envs[n], resets // 4, 10))
+        reset0 = interleaved(names, lambda n: bench_resets(envs[n], resets // 4, 0))
+        for env in envs.values():
+            env.close()
+        header = " | ".join(names)
+        lines = [
+            f"| measure | {header} | ratio |",
             "| --- | --- | --- | --- |",
-            f"| cold start (server + Chromium until `GET /` is 200) | {pct(cold, 50):.2f} s "
-            f"| {pct(cold, 95):.2f} s | {len(cold)} |",
-            f"| HTTP step: `/act` left_click + settled PNG (bytes) | {pct(http, 50) * 1e3:.1f} ms "
-            f"| {pct(http, 95) * 1e3:.1f} ms | {len(http)} |",
-            f"| `UIEnv.step` (png, the default): left_click, screenshot array, reward | "
-            f"{pct(step_t, 50) * 1e3:.1f} ms | {pct(step_t, 95) * 1e3:.1f} ms | {len(step_t)} |",
-            *(
-                f"| `UIEnv.step` with `image_format={fmt}` | {pct(t, 50) * 1e3:.1f} ms "
-                f"| {pct(t, 95) * 1e3:.1f} ms | {len(t)} |"
-                for fmt, t in by_format.items()
-            ),
-            f"| `UIEnv.reset` (after an episode) | {pct(reset_t, 50) * 1e3:.1f} ms "
-            f"| {pct(reset_t, 95) * 1e3:.1f} ms | {len(reset_t)} |",
+            "| cold start (server + Chromium until `GET /` is 200) | "
+            + " | ".join(f"{pct(cold[n], 50):.2f} s (p95 {pct(cold[n], 95):.2f})" for n in names)
+            + f" | {statistics.median(cold[names[0]]) / statistics.median(cold[names[1]]):.2f}x |",
+            ms_row("HTTP step: `/act` left_click + settled PNG (bytes)", http, names),
+            ms_row("`UIEnv.step` (png, the default): left_click, array, reward", png, names),
+            ms_row("`UIEnv.step` with `image_format=jpeg`", jpeg, names),
+            ms_row("`UIEnv.reset` after a 10-step episode", reset10, names),
+            ms_row("`UIEnv.reset` back to back (reset after reset)", reset0, names),
+        ]
+        log("\n".join(lines))
+        lines += [
             "",
-            "| N sessions | threads over UIEnv (steps/s) | SessionVectorEnv (steps/s) "
-            "| AsyncVectorEnv (steps/s) | PSS per session (MB) | PSS, SessionVectorEnv total (MB) "
-            "| PSS, AsyncVectorEnv total (MB) |",
-            "| --- | --- | --- | --- | --- | --- | --- |",
+            "| N sessions | actions | steps/s (before) | steps/s (now) | ratio "
+            "| CPU ms/step (before) | CPU ms/step (now) | PSS MB/session (before) "
+            "| PSS MB/session (now) |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for n in sizes:
-            print(f"N={n} ...", file=sys.stderr, flush=True)
-            envs = [UIEnv(runtime=runtime) for _ in range(n)]
-            threaded = measure("threads", lambda: threaded_throughput(envs, seconds))  # noqa: B023
-            for e in envs:
-                e.close()
-            vec = SessionVectorEnv(n, runtime=runtime)
-            vector = measure("SessionVectorEnv", lambda: vector_throughput(vec, seconds))  # noqa: B023
-            me = os.getpid()
-            vec_pss = pss_mb([me, *descendant_pids(me)])
-            per_session = statistics.median(
-                pss_mb([runtime.pid(e.session), *descendant_pids(runtime.pid(e.session))])
-                for e in vec.envs
-            )
-            vec.close()
-            async_env = gym.make_vec(uirl_gym.ENV_ID, num_envs=n, vectorization_mode="async")
-            async_rate = measure("AsyncVectorEnv", lambda: vector_throughput(async_env, seconds))  # noqa: B023
-            async_pss = pss_mb([me, *descendant_pids(me)])
-            async_env.close()
-            lines.append(
-                f"| {n} | {threaded:.1f} | {vector:.1f} | {async_rate:.1f} | {per_session:.0f} "
-                f"| {vec_pss:.0f} | {async_pss:.0f} |"
-            )
+            rows: dict[str, dict[str, Throughput]] = {"clicks": {}, "random": {}}
+            pss: dict[str, float] = {}
+            for c in names:  # started before the clock runs, both configurations
+                runtimes[c].start_many(max(0, n - len(runtimes[c]._idle)))
+            vecs = {c: SessionVectorEnv(n, runtime=runtimes[c]) for c in names}
+            for actions in ("clicks", "random"):
+                for c in names:
+                    log(f"N={n} {actions} {c} ...")
+                    rows[actions][c] = vector_throughput(runtimes[c], vecs[c], seconds, actions)
+                    log(f"  {rows[actions][c]}")
+            for c in names:
+                vecs[c].reset(seed=1)  # PSS after a reset: both contexts as in use
+                pss[c] = statistics.median(
+                    pss_mb(
+                        [runtimes[c].pid(e.session), *descendant_pids(runtimes[c].pid(e.session))]
+                    )
+                    for e in vecs[c].envs
+                )
+                vecs[c].close()
+            for actions, by in rows.items():
+                old, new = by[names[0]], by[names[1]]
+                lines.append(
+                    f"| {n} | {actions} | {old.steps_per_s:.1f} | {new.steps_per_s:.1f} "
+                    f"| {new.steps_per_s / old.steps_per_s:.2f}x | {old.cpu_ms_per_step:.0f} "
+                    f"| {new.cpu_ms_per_step:.0f} | {pss[names[0]]:.0f} | {pss[names[1]]:.0f} |"
+                )
+                log(lines[-1])
+    finally:
+        for rt in runtimes.values():
+            rt.close()
+    load = os.getloadavg()
     facts = (
         f"Machine: {os.cpu_count()} cores, {platform.machine()}, Python "
-        f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}. PSS totals count this "
-        "process and every process under it (servers, Chromium, AsyncVectorEnv workers)."
+        f"{platform.python_version()}, {time.strftime('%Y-%m-%d')}, load average at the end "
+        f"{load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} (1 / 5 / 15 min). Browsers: "
+        + "; ".join(f"{c.name}: `{c.browser}`" for c in configs)
+        + ". CPU ms/step: user + system time of the client, the servers and every browser "
+        "process over the throughput window, per step. PSS per session: server + browser "
+        "processes (median over the N sessions)."
     )
     command = "python scripts/bench_env.py" + (" --quick" if args.quick else "")
     report = "\n".join([f"Command: `{command}`", "", facts, "", *lines])
@@ -227,7 +402,7 @@ def main() -> None:
         head, rest = text.split(START, 1)
         _, tail = rest.split(END, 1)
         DOCS.write_text(f"{head}{START}\n{report}\n{END}{tail}")
-        print(f"wrote {DOCS}", file=sys.stderr)
+        log(f"wrote {DOCS}")
 
 
 if __name__ == "__main__":

@@ -12,9 +12,10 @@
 # default index is used instead, and the script says so. It ends by printing what torch
 # is installed (version, CUDA or CPU) and how big it is.
 #
-# Browser order (same as the session server's): $UIRL_CHROMIUM, Playwright's own
-# browser, a chromium/chrome on PATH; else Debian's `chromium` (apt-get, as root), else
-# Playwright's download.
+# Browser order (same as the session server's): $UIRL_CHROMIUM, a headless shell
+# (chromium-headless-shell on PATH, Playwright's download), Playwright's own browser, a
+# chromium/chrome on PATH; else Debian's `chromium-headless-shell` and `chromium`
+# (apt-get, as root), else Playwright's downloads of both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -80,12 +81,15 @@ install_browser() {
     return
   fi
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-    echo "No Chromium found: installing Debian's chromium" >&2
+    # The headless shell is what sessions run (no top-chrome WebUI renderer); the full
+    # chromium is for --headed debugging.
+    echo "No Chromium found: installing Debian's chromium-headless-shell and chromium" >&2
     apt-get update -q
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium fonts-dejavu-core
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium-headless-shell chromium \
+      fonts-dejavu-core
   else
     echo "No Chromium found: installing Playwright's" >&2
-    "$PYTHON" -m playwright install --with-deps chromium
+    "$PYTHON" -m playwright install --with-deps chromium-headless-shell chromium
   fi
   "$PYTHON" -c "from uirl_gym.server.browser import find_browser; print('browser:', find_browser())"
 }

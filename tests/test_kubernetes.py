@@ -208,7 +208,7 @@ def test_built_pod_manifest() -> None:
     assert container["ports"][0] == {"name": "http", "containerPort": 8123, "protocol": "TCP"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
     assert container["resources"]["limits"] == {"cpu": "2"}
-    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "640Mi"}
+    assert container["resources"]["requests"] == {"cpu": "250m", "memory": "384Mi"}
     # The session token goes in the environment, never the command line.
     assert container["env"] == [{"name": TOKEN_ENV_VAR, "value": "t0k3n"}]
     assert "t0k3n" not in container["command"]

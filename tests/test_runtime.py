@@ -92,9 +92,35 @@ def test_find_browser(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         find_browser(str(tmp_path / "missing"))
     monkeypatch.delenv("UIRL_CHROMIUM")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr("uirl_gym.server.browser._playwright_chromium_path", lambda: None)
+    monkeypatch.setattr("uirl_gym.server.chromium._playwright_chromium_path", lambda: None)
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "no-downloads"))
     with pytest.raises(BrowserNotFoundError, match="apt-get install chromium"):
         find_browser()
+
+
+def test_find_browser_prefers_a_headless_shell_when_headless(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Headless: the headless shell (no top-chrome WebUI renderer); headed: a full browser."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("chromium", "chromium-headless-shell"):
+        (bin_dir / name).write_bytes(b"\x7fELF")
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.delenv("UIRL_CHROMIUM", raising=False)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    monkeypatch.setattr("uirl_gym.server.chromium._playwright_chromium_path", lambda: None)
+    assert find_browser() == str(bin_dir / "chromium-headless-shell")
+    assert find_browser(headless=False) == str(bin_dir / "chromium")
+    # Only Playwright's headless-shell download: found without starting Playwright.
+    (bin_dir / "chromium-headless-shell").unlink()
+    (bin_dir / "chromium").unlink()
+    shell = tmp_path / "pw" / "chromium_headless_shell-1200" / "chrome-linux" / "headless_shell"
+    shell.parent.mkdir(parents=True)
+    shell.write_bytes(b"\x7fELF")
+    shell.chmod(0o755)
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "pw"))
+    assert find_browser() == str(shell)
 
 
 def test_released_sessions_are_reused(runtime: LocalRuntime) -> None:

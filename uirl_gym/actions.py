@@ -28,6 +28,8 @@ MAX_SCROLL_AMOUNT = 50
 DEFAULT_SCROLL_AMOUNT = 3
 # One scroll notch moves the page this far, like a mouse wheel click in Chromium.
 SCROLL_NOTCH_PX = 100
+# Pointer moves between a drag's press and release (pages following mousemove see them).
+DRAG_MOVE_STEPS = 8
 
 
 class ActionType(enum.StrEnum):

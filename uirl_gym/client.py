@@ -12,6 +12,7 @@ change the task's state twice:
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import logging
@@ -66,11 +67,32 @@ class InvalidActionError(SessionHTTPError):
 
 
 def decode_image(data: bytes, image_format: str) -> np.ndarray:
-    """Screenshot bytes as uint8 (800, 1280, 3)."""
+    """Screenshot bytes as uint8 (800, 1280, 3).
+
+    PNG and JPEG are decoded with OpenCV when it is installed (``opencv-python-headless``:
+    about twice as fast as Pillow on these frames), else with Pillow; both give the same
+    pixels for PNG.
+    """
     if image_format == "raw":
         return np.frombuffer(data, dtype=np.uint8).reshape(SCREEN_HEIGHT, SCREEN_WIDTH, 3)
+    cv2 = _opencv()
+    if cv2 is not None:
+        bgr = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
+        if bgr is not None:
+            return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
     with Image.open(io.BytesIO(data)) as img:
-        return np.asarray(img.convert("RGB"))
+        # Chromium's frames are RGB already: converting would only copy them.
+        img.load()
+        return np.asarray(img if img.mode == "RGB" else img.convert("RGB"))
+
+
+@functools.cache
+def _opencv() -> Any:
+    try:
+        import cv2
+    except ImportError:
+        return None
+    return cv2
 
 
 class SessionClient:

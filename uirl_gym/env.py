@@ -214,8 +214,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             try:
                 started = client.reset(task_seed, task_options)
                 self._check_task(started)
-                screenshot = client.screenshot()
-                progress = client.progress()
+                # The screenshot's response carries the task record (one round trip).
+                screenshot, progress = client.act_with_progress(Action(ActionType.SCREENSHOT))
                 break
             except SessionHTTPError as exc:
                 raise ValueError(f"reset refused: {exc.detail}") from None

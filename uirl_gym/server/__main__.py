@@ -21,7 +21,8 @@ import uvicorn
 
 from uirl_gym.runtimes.base import TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.server.app import ServerConfig, create_app
-from uirl_gym.server.browser import BrowserNotFoundError
+from uirl_gym.server.backends import BACKEND_ENV_VAR, BrowserBackend, default_backend
+from uirl_gym.server.chromium import BrowserNotFoundError
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +34,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument("--task", default="simple_data_entry")
     p.add_argument("--browser", help="Chromium executable (default: $UIRL_CHROMIUM, then search)")
+    p.add_argument(
+        "--backend",
+        choices=[b.value for b in BrowserBackend],
+        help=f"how to drive Chromium: cdp (DevTools over a pipe, the default) or playwright "
+        f"(Playwright's Node driver); default: ${BACKEND_ENV_VAR}, else cdp",
+    )
     p.add_argument("--session-id", default=os.environ.get("UIRL_SESSION_ID"))
     p.add_argument("--headed", action="store_true", help="show the browser window")
     p.add_argument("--initial-seed", type=int, default=0)
@@ -96,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         port=port,
         task=args.task,
         browser=args.browser,
+        backend=BrowserBackend(args.backend) if args.backend else default_backend(),
         session_id=args.session_id,
         headless=not args.headed,
         initial_seed=args.initial_seed,

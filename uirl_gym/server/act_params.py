@@ -32,7 +32,7 @@ from uirl_gym.actions import (
     Action,
     ActionType,
 )
-from uirl_gym.server.browser import ImageFormat
+from uirl_gym.server.chromium import ImageFormat
 
 ACT_PARAMS = ("action_type", *ACTION_FIELDS, "delay")
 ACT_PARAMS += ("format", "quality")

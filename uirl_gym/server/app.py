@@ -21,12 +21,13 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from playwright.async_api import Error as PlaywrightError
 
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from uirl_gym.runtimes.base import SESSION_HEADER, new_session_token
 from uirl_gym.server.act_params import parse_act_query
-from uirl_gym.server.browser import BrowserSession, ImageFormat, find_browser
+from uirl_gym.server.backends import BrowserBackend, make_browser_session
+from uirl_gym.server.chromium import ImageFormat, find_browser
+from uirl_gym.server.errors import browser_errors
 from uirl_gym.server.guards import (
     MAX_BODY_BYTES,
     BodyLimitMiddleware,
@@ -54,7 +55,10 @@ class ServerConfig:
     Attributes:
         host, port: where uvicorn listens (the app's own URL derives from them).
         task: the task id (see ``uirl_gym.tasks.TASKS``).
-        browser: the Chromium executable; None means search (see ``find_browser``).
+        browser: the Chromium executable; None means search (see ``find_browser``: a
+            headless shell first when headless).
+        backend: how the server drives Chromium: ``cdp`` (the default: DevTools over a
+            pipe, no Node driver) or ``playwright``.
         session_id: reported by ``/`` and ``/health``; random when None.
         headless: False shows the browser (for debugging on a desktop).
         initial_options: reset options of the episode that is ready at start-up, so that
@@ -69,6 +73,7 @@ class ServerConfig:
     port: int = 8000
     task: str = "simple_data_entry"
     browser: str | None = None
+    backend: BrowserBackend = BrowserBackend.CDP
     session_id: str | None = None
     headless: bool = True
     initial_seed: int = 0
@@ -86,12 +91,15 @@ class SessionState:
         self.session_id = config.session_id or uuid.uuid4().hex[:12]
         self.task: Task = make_task(config.task)
         self.token = config.token or new_session_token()
-        self.browser = BrowserSession(
+        self.browser = make_browser_session(
+            config.backend,
             app_url=f"http://{_url_host(config.host)}:{config.port}/task/app",
-            executable_path=find_browser(config.browser),
+            executable_path=find_browser(config.browser, headless=config.headless),
             headless=config.headless,
             record_event=self.task.handle_event,
         )
+        # What the backend raises when an action fails (caught by the routes).
+        self.browser_errors = browser_errors(config.backend is BrowserBackend.PLAYWRIGHT)
         self.lock = asyncio.Lock()
         self.started_at = datetime.now(UTC)
         self.ready = False
@@ -128,7 +136,7 @@ def _browser_down(exc: Exception) -> HTTPException:
     )
 
 
-async def _browser_error(state: SessionState, exc: PlaywrightError, what: str) -> HTTPException:
+async def _browser_error(state: SessionState, exc: Exception, what: str) -> HTTPException:
     """503 only when Chromium is really gone (checked); otherwise the session is fine."""
     message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     if "Unknown key" in message:
@@ -210,6 +218,8 @@ async def health(request: Request) -> JSONResponse:
         "ready": state.ready,
         "browser_alive": state.browser.alive,
         "browser_launches": state.browser.launches,
+        "browser_backend": state.config.backend.value,
+        "browser_executable": state.browser.executable_path,
         "session_id": state.session_id,
         "task": state.task.name,
         "episode": state.task.episode_id,
@@ -238,7 +248,7 @@ async def reset(request: Request) -> JSONResponse:
             result = await state.reset(seed, options)
         except TaskOptionsError as exc:
             raise _bad_request(f"options.{exc}") from None
-        except PlaywrightError as exc:
+        except state.browser_errors as exc:
             raise await _browser_error(state, exc, "the reset") from None
     result["reset_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return JSONResponse(result)
@@ -259,7 +269,7 @@ async def act(request: Request) -> Response:
             if parsed.delay_s:
                 await asyncio.sleep(parsed.delay_s)
             image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
-        except PlaywrightError as exc:
+        except state.browser_errors as exc:
             raise await _browser_error(
                 state, exc, f"the {parsed.action.type.value} action"
             ) from None
@@ -304,7 +314,7 @@ async def oracle(request: Request) -> JSONResponse:
     async with state.lock:
         try:
             page_state = await state.browser.inspect()
-        except PlaywrightError as exc:
+        except state.browser_errors as exc:
             raise await _browser_error(state, exc, "reading the page") from None
         except RuntimeError as exc:
             raise HTTPException(status_code=409, detail=str(exc)) from None
@@ -326,7 +336,7 @@ async def _first_episode(state: SessionState, timeout_s: float = 30.0) -> None:
             async with state.lock:
                 await state.reset(state.config.initial_seed, state.config.initial_options)
             break
-        except PlaywrightError as exc:
+        except state.browser_errors as exc:
             if time.monotonic() > deadline:
                 logger.error("the first episode failed to load: %s", exc)
                 return

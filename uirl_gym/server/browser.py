@@ -1,4 +1,7 @@
-"""One Chromium per session, driven by Playwright: launch, episodes, input, capture.
+"""The Playwright backend: one Chromium per session, driven through Playwright's driver.
+
+The default backend is ``cdp_browser`` (no Node driver); this one is kept as an option
+(``--backend playwright``) and as the reference the CDP backend is tested against.
 
 Why the shape:
 - One browser per session: the native clipboard is shared by every context of a
@@ -16,16 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import enum
 import io
 import logging
-import os
 import re
-import shutil
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from playwright.async_api import (
@@ -40,6 +39,7 @@ from playwright.async_api import Error as PlaywrightError
 
 from uirl_gym.actions import (
     CDP_KEYS,
+    DRAG_MOVE_STEPS,
     SCREEN_HEIGHT,
     SCREEN_WIDTH,
     SCROLL_NOTCH_PX,
@@ -47,14 +47,15 @@ from uirl_gym.actions import (
     ActionType,
     key_sequence,
 )
+from uirl_gym.server.chromium import (  # noqa: F401 (re-exported: the old place)
+    BROWSER_ENV_VAR,
+    BrowserNotFoundError,
+    ImageFormat,
+    find_browser,
+)
 
 logger = logging.getLogger(__name__)
 
-BROWSER_ENV_VAR = "UIRL_CHROMIUM"
-# Chromium binaries on PATH, most specific first. Debian's /usr/bin/chromium is a shell
-# wrapper: when it is found, the real binary next to its libraries is used instead.
-SYSTEM_BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
-DEBIAN_REAL_BINARY = Path("/usr/lib/chromium/chromium")
 CHROMIUM_ARGS = (
     "--disable-dev-shm-usage",
     "--disable-gpu",
@@ -77,70 +78,6 @@ _TYPED_KEYS_RE = re.compile(r"(\r\n|\r|\n|\t)")
 _MODIFIER_BITS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
 
 EventRecorder = Callable[[Mapping[str, Any]], dict[str, Any]]
-
-
-class BrowserNotFoundError(RuntimeError):
-    """No Chromium could be found; the message says how to install one."""
-
-
-class ImageFormat(enum.StrEnum):
-    PNG = "png"
-    JPEG = "jpeg"
-    RAW = "raw"
-
-
-# Pointer moves between a drag's press and release.
-DRAG_MOVE_STEPS = 8
-
-
-def find_browser(explicit: str | None = None) -> str:
-    """The Chromium executable to launch.
-
-    Order: ``explicit``, then ``$UIRL_CHROMIUM``, then Playwright's own download, then a
-    system Chromium/Chrome on PATH.
-
-    Raises:
-        BrowserNotFoundError: none found, or an explicit path that does not exist.
-    """
-    for source, path in (
-        ("--browser", explicit),
-        (BROWSER_ENV_VAR, os.environ.get(BROWSER_ENV_VAR)),
-    ):
-        if path:
-            if not os.access(path, os.X_OK):
-                raise BrowserNotFoundError(f"{source}={path!r} is not an executable file")
-            return path
-    playwright_path = _playwright_chromium_path()
-    if playwright_path:
-        return playwright_path
-    for name in SYSTEM_BROWSER_NAMES:
-        found = shutil.which(name)
-        if found:
-            if _is_shell_script(found) and DEBIAN_REAL_BINARY.exists():
-                return str(DEBIAN_REAL_BINARY)
-            return found
-    raise BrowserNotFoundError(
-        "No Chromium found. Install one of: `python -m playwright install chromium`, "
-        "Debian/Ubuntu `apt-get install chromium`, or point "
-        f"${BROWSER_ENV_VAR} (or --browser) at a Chromium/Chrome executable."
-    )
-
-
-def _playwright_chromium_path() -> str | None:
-    try:
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as p:
-            path = p.chromium.executable_path
-    except Exception as exc:  # Playwright may be unable to compute a path on odd hosts
-        logger.debug("no Playwright browser path: %s", exc)
-        return None
-    return path if path and os.access(path, os.X_OK) else None
-
-
-def _is_shell_script(path: str) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"#!"
 
 
 @dataclass

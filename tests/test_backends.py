@@ -1,0 +1,117 @@
+"""The browser backends: the CDP one (the default) and Playwright's, kept as an option."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+from test_server import FIELDS, centre, copy_paste_row, reset_raw
+
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.client import SessionClient
+from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig, descendant_pids
+from uirl_gym.server.keyboard import describe
+
+
+def test_key_descriptions_follow_playwright() -> None:
+    """Shift picks the shifted key; any other modifier means the key inserts no text."""
+    assert describe("KeyA", set()).text == "a"
+    assert describe("KeyA", {"Shift"}).text == "A"
+    assert describe("c", {"Control"}).text == ""
+    assert describe("Enter", set()).text == "\r"
+    assert describe("\n", set()).code == "Enter"
+    assert describe("Numpad5", {"Shift"}).key == "5"
+    with pytest.raises(ValueError, match='Unknown key: "Hyper"'):
+        describe("Hyper", set())
+
+
+def test_the_cdp_backend_never_loads_playwright() -> None:
+    """No Node driver, and not even Playwright's Python package, in a CDP server."""
+    code = (
+        "import sys; from uirl_gym.server.app import SessionState, ServerConfig; "
+        "SessionState(ServerConfig()); "
+        "sys.exit(any(m.startswith('playwright') for m in sys.modules))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    assert subprocess.run([sys.executable, "-c", code], env=env, timeout=120).returncode == 0
+
+
+def test_health_names_the_backend_and_the_browser(client: SessionClient) -> None:
+    health = client.health()
+    assert health["browser_backend"] == os.environ.get("UIRL_BROWSER_BACKEND", "cdp")
+    assert os.access(health["browser_executable"], os.X_OK)
+
+
+def test_a_reset_right_after_a_reset_is_a_fresh_episode(client: SessionClient) -> None:
+    """A context no input reached is reused: it must look exactly like a fresh one."""
+    client.reset(seed=11, options={"rows": [1]})
+    dirty = client.oracle()
+    client.act(Action(ActionType.LEFT_CLICK, *centre(dirty["inputs"]["email"]["box"])))
+    client.act(Action(ActionType.TYPE, text="left over"))
+    client.reset(seed=12, options={"rows": [3]})  # from a used context: a new one
+    fresh = client.screenshot()
+    client.reset(seed=13, options={"rows": [5]})  # nothing happened: the same context
+    client.reset(seed=12, options={"rows": [3]})
+    again = client.oracle()
+    assert again["target_rows"] == [3]
+    assert all(again["inputs"][f]["value"] == "" for f in FIELDS)
+    assert again["focused"] is None and again["scroll_top"] == 0
+    assert np.array_equal(client.screenshot(), fresh)
+
+
+def test_chromium_exits_with_its_server_even_on_sigkill(runtime: LocalRuntime) -> None:
+    """The DevTools pipe closes when the server dies, and Chromium exits with it."""
+    info = runtime.acquire()
+    server = runtime.pid(info)
+    browsers = descendant_pids(server)
+    assert browsers
+    os.kill(server, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    alive = browsers
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if _running(p)]
+        time.sleep(0.1)
+    runtime.release(info, healthy=False)
+    assert alive == []
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def playwright_session() -> Iterator[SessionInfo]:
+    rt = LocalRuntime(LocalRuntimeConfig(extra_args=("--backend", "playwright")))
+    try:
+        yield rt.acquire()
+    finally:
+        rt.close()
+
+
+def test_the_playwright_backend_still_serves_the_protocol(
+    playwright_session: SessionInfo,
+) -> None:
+    base = playwright_session.base_url
+    health = requests.get(f"{base}/health", timeout=10).json()
+    assert health["browser_backend"] == "playwright"
+    assert reset_raw(base, {"seed": 3, "options": {"rows": [4]}}).status_code == 200
+    copy_paste_row(base, 4)
+    progress = requests.get(f"{base}/progress", timeout=10).json()
+    assert progress["submitted_row_indices"] == [4]
+    wrong = requests.get(
+        f"{base}/act?action_type=screenshot", headers={"X-UIRL-Session-Id": "other"}, timeout=10
+    )
+    assert wrong.status_code == 421

@@ -1,0 +1,711 @@
+"""The CDP backend (the default): one Chromium per session, driven over its DevTools pipe.
+
+Same contract as the Playwright backend (``browser.BrowserSession``), without
+Playwright's Node driver between the server and Chromium: a command is one write on
+the pipe, a screenshot arrives once (Chromium -> Python) instead of twice
+(Chromium -> Node -> Python), and ~100 MB of driver per session is gone.
+
+What it does the way Playwright does, so that the page sees the same events:
+- keys: Playwright's US layout (``keyboard.py``): ``Input.dispatchKeyEvent`` with the
+  same key, code, key codes and text; characters outside the layout are inserted
+  (``Input.insertText``);
+- mouse: ``mouseMoved`` then ``mousePressed``/``mouseReleased`` per click count;
+  wheel at the pointer's place;
+- contexts: ``Target.createBrowserContext`` per episode, clipboard permissions granted
+  to the app's origin, the viewport, locale, time zone, colour scheme, reduced motion
+  and focus emulated per page;
+- the submission binding: ``Runtime.addBinding`` plus a page script that turns
+  ``window.uirlRecord(event)`` into a promise, resolved once the server recorded it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import logging
+import os
+import re
+import shlex
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+import orjson
+
+from uirl_gym.actions import (
+    CDP_KEYS,
+    DRAG_MOVE_STEPS,
+    SCREEN_HEIGHT,
+    SCREEN_WIDTH,
+    SCROLL_NOTCH_PX,
+    Action,
+    ActionType,
+    key_sequence,
+)
+from uirl_gym.server.cdp import CdpConnection, CdpError, ChromiumProcess
+from uirl_gym.server.chromium import ImageFormat, is_headless_shell
+from uirl_gym.server.keyboard import LAYOUT, MODIFIERS, describe, modifier_mask
+
+logger = logging.getLogger(__name__)
+
+# Renderer flags for a static page: no smooth scrolling (a wheel scroll lands at once),
+# no GPU (software compositing, as before), hinting off (the same glyphs everywhere).
+CHROMIUM_ARGS = (
+    "--disable-gpu",
+    "--font-render-hinting=none",
+    "--disable-smooth-scrolling",
+)
+# More Chromium switches, for experiments (space-separated, shell quoting).
+EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
+RECORD_BINDING = "uirlRecord"
+_RAW_BINDING = "__uirlRecordRaw"
+# Runs in every new document before the app's scripts: only this closure keeps the raw
+# binding (the global is deleted), and ``uirlRecord`` resolves when the server answers.
+_BINDING_SHIM = f"""(() => {{
+  const raw = globalThis.{_RAW_BINDING};
+  if (!raw) return;
+  delete globalThis.{_RAW_BINDING};
+  const calls = new Map();
+  let seq = 0;
+  Object.defineProperty(globalThis, "__uirlDeliver", {{
+    value: (id, ok, value) => {{
+      const call = calls.get(id);
+      if (!call) return;
+      calls.delete(id);
+      ok ? call.resolve(value) : call.reject(new Error(value));
+    }},
+  }});
+  globalThis.{RECORD_BINDING} = (event) => new Promise((resolve, reject) => {{
+    const id = ++seq;
+    calls.set(id, {{resolve, reject}});
+    raw(JSON.stringify({{id, event}}));
+  }});
+}})();"""
+_SETTLE_JS = """(async () => {
+  const t0 = performance.now();
+  while (window.uirlPending && window.uirlPending() > 0 && performance.now() - t0 < 5000) {
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return document.readyState === "complete" && window.uirlEpisode !== undefined;
+})()"""
+_TWO_FRAMES_JS = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
+TYPED_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", "\r\n": "Enter"}
+_TYPED_KEYS_RE = re.compile(r"(\r\n|\r|\n|\t)")
+_NAVIGATION_ERRORS = ("context was destroyed", "Cannot find context", "navigated or closed")
+_BUTTON_BITS = {"left": 1, "right": 2, "middle": 4}
+LOAD_TIMEOUT_S = 30.0
+
+EventRecorder = Any  # Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+@dataclass
+class _Tab:
+    """One episode's browser context and its page (an attached target)."""
+
+    context_id: str
+    target_id: str
+    session_id: str
+    loaded: asyncio.Event = field(default_factory=asyncio.Event)
+    loading: bool = False
+    # Whether any input reached the page since it loaded (a clean one can be reused).
+    dirty: bool = False
+    # execution context id -> (origin, frame id, is the frame's main world)
+    contexts: dict[int, tuple[str, str, bool]] = field(default_factory=dict)
+
+
+class CdpBrowserSession:
+    """A Chromium process and the page the agent acts on, driven over CDP.
+
+    Attributes:
+        app_url: the task app's URL (served by the session server).
+        alive: False once Chromium has gone.
+        launches: how many times Chromium was started.
+
+    Methods:
+        start / stop / restart: launch and close Chromium.
+        new_episode: switch to a fresh context and render the episode's app state.
+        act: perform an action, wait for the page to settle.
+        capture: the current screen as PNG / JPEG / raw RGB bytes.
+        inspect: the task app's privileged page state (element boxes, values).
+        responsive: whether the page answers (checked, not assumed).
+    """
+
+    backend = "cdp"
+
+    def __init__(
+        self,
+        app_url: str,
+        executable_path: str,
+        headless: bool = True,
+        record_event: EventRecorder | None = None,
+    ) -> None:
+        self.app_url = app_url
+        self._app_origin = "{0.scheme}://{0.netloc}".format(urlsplit(app_url))
+        self.record_event = record_event
+        self.executable_path = executable_path
+        self.headless = headless
+        self._process: ChromiumProcess | None = None
+        self._tab: _Tab | None = None
+        self._spare: asyncio.Task[_Tab] | None = None
+        self._after_capture: list[Callable[[], Awaitable[None]]] = []
+        self._background: set[asyncio.Task[Any]] = set()
+        self._app_state: dict[str, Any] | None = None
+        self._mouse = (0, 0)
+        self.alive = False
+        self.launches = 0
+
+    # -- the browser -------------------------------------------------------------------
+
+    async def start(self) -> None:
+        t0 = time.perf_counter()
+        extra = shlex.split(os.environ.get(EXTRA_ARGS_ENV_VAR, ""))
+        self._process = await ChromiumProcess.launch(
+            self.executable_path, [*CHROMIUM_ARGS, *extra], headless=self.headless
+        )
+        self._process.connection.on("__closed__", self._on_closed)
+        self.alive = True
+        self.launches += 1
+        kind = "headless shell" if is_headless_shell(self.executable_path) else "full Chromium"
+        logger.info(
+            "Chromium up in %.2fs over CDP (%s: %s)",
+            time.perf_counter() - t0,
+            kind,
+            self.executable_path,
+        )
+        # The first episode's context is prepared while the server finishes starting.
+        self._spare = asyncio.create_task(self._new_tab())
+
+    def _on_closed(self, params: dict[str, Any]) -> None:
+        if self.alive:
+            logger.warning("Chromium disconnected (%s)", params.get("reason"))
+        self.alive = False
+
+    async def restart(self) -> None:
+        """Replace a dead (or live) Chromium with a new one."""
+        await self._close_browser()
+        await self.start()
+
+    async def stop(self) -> None:
+        await self._close_browser()
+
+    async def _close_browser(self) -> None:
+        if self._spare is not None:
+            self._spare.cancel()
+            self._spare = None
+        self._after_capture = []
+        self._tab = None
+        if self._process is not None:
+            process, self._process = self._process, None
+            try:
+                await process.close()
+            except Exception as exc:
+                logger.warning("closing Chromium failed: %s", exc)
+        self.alive = False
+
+    @property
+    def _cdp(self) -> CdpConnection:
+        if self._process is None:
+            raise CdpError("Chromium is not running")
+        return self._process.connection
+
+    # -- contexts and episodes ---------------------------------------------------------
+
+    async def _new_tab(self) -> _Tab:
+        cdp = self._cdp
+        context_id = (await cdp.send("Target.createBrowserContext"))["browserContextId"]
+        await cdp.send(
+            "Browser.grantPermissions",
+            {
+                "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"],
+                "origin": self._app_origin,
+                "browserContextId": context_id,
+            },
+        )
+        target_id = (
+            await cdp.send(
+                "Target.createTarget",
+                {
+                    "url": "about:blank",
+                    "browserContextId": context_id,
+                    "width": SCREEN_WIDTH,
+                    "height": SCREEN_HEIGHT,
+                },
+            )
+        )["targetId"]
+        session_id = (
+            await cdp.send("Target.attachToTarget", {"targetId": target_id, "flatten": True})
+        )["sessionId"]
+        tab = _Tab(context_id=context_id, target_id=target_id, session_id=session_id)
+        self._listen(tab)
+        send = cdp.send
+        await asyncio.gather(
+            send("Page.enable", session_id=session_id),
+            send("Runtime.enable", session_id=session_id),
+            send(
+                "Emulation.setDeviceMetricsOverride",
+                {
+                    "width": SCREEN_WIDTH,
+                    "height": SCREEN_HEIGHT,
+                    "deviceScaleFactor": 1,
+                    "mobile": False,
+                    "screenWidth": SCREEN_WIDTH,
+                    "screenHeight": SCREEN_HEIGHT,
+                },
+                session_id=session_id,
+            ),
+            send("Emulation.setFocusEmulationEnabled", {"enabled": True}, session_id=session_id),
+            send("Emulation.setLocaleOverride", {"locale": "en-US"}, session_id=session_id),
+            send("Emulation.setTimezoneOverride", {"timezoneId": "UTC"}, session_id=session_id),
+            send(
+                "Emulation.setEmulatedMedia",
+                {
+                    "features": [
+                        {"name": "prefers-color-scheme", "value": "light"},
+                        {"name": "prefers-reduced-motion", "value": "reduce"},
+                    ]
+                },
+                session_id=session_id,
+            ),
+            send("Runtime.addBinding", {"name": _RAW_BINDING}, session_id=session_id),
+            send(
+                "Page.addScriptToEvaluateOnNewDocument",
+                {"source": _BINDING_SHIM},
+                session_id=session_id,
+            ),
+        )
+        await self._navigate(tab, self.app_url)
+        return tab
+
+    def _listen(self, tab: _Tab) -> None:
+        cdp, sid = self._cdp, tab.session_id
+
+        def started(params: dict[str, Any]) -> None:
+            if params.get("frameId") == tab.target_id:
+                tab.loading = True
+                tab.loaded.clear()
+
+        def stopped(params: dict[str, Any]) -> None:
+            if params.get("frameId") == tab.target_id:
+                tab.loading = False
+
+        def load_fired(_params: dict[str, Any]) -> None:
+            tab.loaded.set()
+
+        def context_created(params: dict[str, Any]) -> None:
+            ctx = params["context"]
+            aux = ctx.get("auxData", {})
+            tab.contexts[ctx["id"]] = (
+                ctx.get("origin", ""),
+                aux.get("frameId", ""),
+                bool(aux.get("isDefault")),
+            )
+
+        def context_destroyed(params: dict[str, Any]) -> None:
+            tab.contexts.pop(params.get("executionContextId"), None)
+
+        cdp.on("Page.frameStartedLoading", started, sid)
+        cdp.on("Page.frameStoppedLoading", stopped, sid)
+        cdp.on("Page.loadEventFired", load_fired, sid)
+        cdp.on("Runtime.executionContextCreated", context_created, sid)
+        cdp.on("Runtime.executionContextDestroyed", context_destroyed, sid)
+        cdp.on("Runtime.executionContextsCleared", lambda _p: tab.contexts.clear(), sid)
+        cdp.on("Runtime.bindingCalled", lambda p: self._on_binding(tab, p), sid)
+
+    async def _navigate(self, tab: _Tab, url: str) -> None:
+        tab.loaded.clear()
+        result = await self._cdp.send(
+            "Page.navigate", {"url": url}, session_id=tab.session_id, timeout_s=LOAD_TIMEOUT_S
+        )
+        if result.get("errorText"):
+            raise CdpError(f"loading {url} failed: {result['errorText']}", method="Page.navigate")
+        await self._wait_loaded(tab)
+
+    async def _wait_loaded(self, tab: _Tab) -> None:
+        try:
+            await asyncio.wait_for(tab.loaded.wait(), LOAD_TIMEOUT_S)
+        except TimeoutError:
+            raise CdpError(f"the page did not load within {LOAD_TIMEOUT_S:.0f}s") from None
+
+    async def new_episode(self, app_state: dict[str, Any]) -> None:
+        """Move to a fresh context and render ``app_state`` in it; clear the clipboard.
+
+        The fresh context is the one prepared during the previous episode. A context in
+        which nothing but screenshots happened since it loaded (a reset right after a
+        reset) is reused: no input reached it, so it is as fresh as a new one. Disposing
+        of the old context and preparing the next one wait until the new episode's first
+        screenshot is taken, so that they do not compete with it for the CPU.
+        """
+        if not self.alive:
+            raise CdpError("Chromium is not running")
+        current = self._tab
+        if current is not None and not current.dirty:
+            tab = current
+        else:
+            tab = await self._take_spare()
+            self._tab = tab
+            if current is not None:
+                self._after_capture.append(lambda: self._dispose(current))
+        self._after_capture.append(self._prepare_spare)
+        await self._eval(
+            f"(async () => {{ {_js_call('window.uirlLoad', app_state)}; "
+            "await navigator.clipboard.writeText(''); })()"
+        )
+        self._app_state = app_state
+        self._mouse = (0, 0)
+
+    async def _take_spare(self) -> _Tab:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            try:
+                return await spare
+            except CdpError as exc:
+                logger.warning("the prepared context failed (%s); making a new one", exc)
+        return await self._new_tab()
+
+    async def _prepare_spare(self) -> None:
+        if self._spare is None and self.alive:
+            self._spare = asyncio.create_task(self._new_tab())
+
+    def _run_after_capture(self) -> None:
+        work, self._after_capture = self._after_capture, []
+        for start in work:
+            self._in_background(start())
+
+    async def _dispose(self, tab: _Tab) -> None:
+        self._cdp.off_session(tab.session_id)
+        await self._cdp.send("Target.disposeBrowserContext", {"browserContextId": tab.context_id})
+
+    def _in_background(self, coro: Any) -> None:
+        async def run() -> None:
+            try:
+                await coro
+            except Exception as exc:
+                logger.debug("background browser work failed: %s", exc)
+
+        task = asyncio.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _on_binding(self, tab: _Tab, params: dict[str, Any]) -> None:
+        """The task app's ``window.uirlRecord(event)``: hand the event to the task.
+
+        Only the app's own page may record: a call from another origin or from a frame
+        that is not the page's main frame is refused.
+        """
+        if params.get("name") != _RAW_BINDING:
+            return
+        context_id = params.get("executionContextId")
+        try:
+            call = orjson.loads(params.get("payload", ""))
+            call_id = int(call["id"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            logger.warning("a malformed binding call was ignored")
+            return
+        origin, frame_id, _ = tab.contexts.get(context_id, ("", "", False))
+        try:
+            if origin != self._app_origin or frame_id != tab.target_id:
+                raise ValueError(f"events are recorded only from the task app, not {origin!r}")
+            event = call.get("event")
+            if not isinstance(event, Mapping):
+                raise ValueError(f"an event must be an object, got {type(event).__name__}")
+            if self.record_event is None:
+                result: Any = {"recorded": False, "reason": "no recorder"}
+            else:
+                result = self.record_event(event)
+            ok, value = True, result
+        except Exception as exc:
+            ok, value = False, str(exc)
+        expression = _js_call("globalThis.__uirlDeliver", call_id, ok, value)
+        self._in_background(
+            self._cdp.send(
+                "Runtime.evaluate",
+                {"expression": expression, "contextId": context_id},
+                session_id=tab.session_id,
+            )
+        )
+
+    # -- page access -------------------------------------------------------------------
+
+    def _current(self) -> _Tab:
+        if self._tab is None:
+            raise RuntimeError("no episode: POST /reset first")
+        return self._tab
+
+    async def _eval(self, expression: str, timeout_s: float = LOAD_TIMEOUT_S) -> Any:
+        tab = self._current()
+        result = await self._cdp.send(
+            "Runtime.evaluate",
+            {"expression": expression, "awaitPromise": True, "returnByValue": True},
+            session_id=tab.session_id,
+            timeout_s=timeout_s,
+        )
+        details = result.get("exceptionDetails")
+        if details:
+            text = details.get("exception", {}).get("description") or details.get("text")
+            raise CdpError(f"the page threw: {text}", method="Runtime.evaluate")
+        return result.get("result", {}).get("value")
+
+    async def responsive(self, timeout_s: float = 2.0) -> bool:
+        """Whether Chromium is there and the page answers (checked, not assumed)."""
+        if not self.alive or self._tab is None:
+            return self.alive
+        try:
+            await self._eval("1", timeout_s=timeout_s)
+        except CdpError as exc:
+            logger.warning("the page does not answer: %s", exc)
+            return False
+        return True
+
+    async def inspect(self) -> dict[str, Any]:
+        return await self._eval("window.uirlInspect()")
+
+    # -- actions -----------------------------------------------------------------------
+
+    async def act(self, action: Action) -> None:
+        """Perform a validated action, then wait until the page has settled.
+
+        Settle rule: each input command returns once Chromium has dispatched the event to
+        the page; then the task work the app reports as pending (an in-flight
+        submission) is awaited, and a navigation in progress must reach ``load``.
+        """
+        tab = self._current()
+        t = action.type
+        if t in (ActionType.SCREENSHOT, ActionType.FINISH):
+            return
+        tab.dirty = True
+        if t is ActionType.MOUSE_MOVE:
+            await self._mouse_move(action.x, action.y)  # type: ignore[arg-type]
+        elif t is ActionType.LEFT_CLICK:
+            await self._click(action.x, action.y, "left", 1)  # type: ignore[arg-type]
+        elif t is ActionType.RIGHT_CLICK:
+            await self._click(action.x, action.y, "right", 1)  # type: ignore[arg-type]
+        elif t is ActionType.DOUBLE_CLICK:
+            await self._click(action.x, action.y, "left", 2)  # type: ignore[arg-type]
+        elif t is ActionType.TRIPLE_CLICK:
+            await self._click(action.x, action.y, "left", 3)  # type: ignore[arg-type]
+        elif t is ActionType.TYPE:
+            await self._type(action.text or "")
+        elif t is ActionType.KEYS:
+            await self._press(key_sequence(action.keys or ""))
+        elif t is ActionType.SCROLL:
+            await self._scroll(action)
+        elif t is ActionType.DRAG:
+            await self._drag(action)
+        await self._settle()
+
+    async def _input(self, method: str, params: dict[str, Any]) -> None:
+        await self._cdp.send(method, params, session_id=self._current().session_id)
+
+    async def _mouse_move(self, x: int, y: int) -> None:
+        self._mouse = (x, y)
+        await self._input(
+            "Input.dispatchMouseEvent",
+            {"type": "mouseMoved", "x": x, "y": y, "button": "none", "buttons": 0},
+        )
+
+    async def _click(self, x: int, y: int, button: str, count: int) -> None:
+        await self._mouse_move(x, y)
+        for n in range(1, count + 1):
+            for kind, buttons in (("mousePressed", _BUTTON_BITS[button]), ("mouseReleased", 0)):
+                await self._input(
+                    "Input.dispatchMouseEvent",
+                    {
+                        "type": kind,
+                        "x": x,
+                        "y": y,
+                        "button": button,
+                        "buttons": buttons,
+                        "clickCount": n,
+                    },
+                )
+
+    async def _drag(self, action: Action) -> None:
+        """Press at (x, y), move to (end_x, end_y) in steps with the button held, release:
+        the events a person's drag sends (pointer-event drags, selections, sliders)."""
+        x0, y0, x1, y1 = action.x, action.y, action.end_x, action.end_y
+        await self._mouse_move(x0, y0)  # type: ignore[arg-type]
+        left = _BUTTON_BITS["left"]
+        press = {"button": "left", "buttons": left, "clickCount": 1}
+        await self._input(
+            "Input.dispatchMouseEvent", {"type": "mousePressed", "x": x0, "y": y0, **press}
+        )
+        for i in range(1, DRAG_MOVE_STEPS + 1):
+            x = x0 + (x1 - x0) * i / DRAG_MOVE_STEPS  # type: ignore[operator]
+            y = y0 + (y1 - y0) * i / DRAG_MOVE_STEPS  # type: ignore[operator]
+            await self._input(
+                "Input.dispatchMouseEvent",
+                {"type": "mouseMoved", "x": x, "y": y, "button": "left", "buttons": left},
+            )
+        self._mouse = (x1, y1)  # type: ignore[assignment]
+        await self._input(
+            "Input.dispatchMouseEvent",
+            {
+                "type": "mouseReleased",
+                "x": x1,
+                "y": y1,
+                "button": "left",
+                "buttons": 0,
+                "clickCount": 1,
+            },
+        )
+
+    async def _scroll(self, action: Action) -> None:
+        if action.x is not None and action.y is not None:
+            await self._mouse_move(action.x, action.y)
+        px = action.scroll_amount * SCROLL_NOTCH_PX
+        dx, dy = {"up": (0, -px), "down": (0, px), "left": (-px, 0), "right": (px, 0)}[
+            action.direction.value  # type: ignore[union-attr]
+        ]
+        x, y = self._mouse
+        await self._input(
+            "Input.dispatchMouseEvent",
+            {"type": "mouseWheel", "x": x, "y": y, "deltaX": dx, "deltaY": dy},
+        )
+        # The wheel scroll is applied on the compositor after the event is dispatched.
+        await self.settle_frame()
+
+    async def _type(self, text: str) -> None:
+        """Type ``text``; tabs and line breaks press Tab and Enter, as pyautogui does.
+
+        A character of the US layout is a key press (keydown, keypress, input, keyup);
+        any other is inserted as text, as Playwright's ``keyboard.type`` does.
+        """
+        for chunk in _TYPED_KEYS_RE.split(text):
+            if chunk in TYPED_KEYS:
+                await self._press([TYPED_KEYS[chunk]])
+                continue
+            pending = ""
+            for char in chunk:
+                if _is_layout_char(char):
+                    if pending:
+                        await self._input("Input.insertText", {"text": pending})
+                        pending = ""
+                    await self._press([char])
+                else:
+                    pending += char
+            if pending:
+                await self._input("Input.insertText", {"text": pending})
+
+    async def _press(self, keys: list[str]) -> None:
+        """Press keys in order and release them in reverse (``pyautogui.hotkey``)."""
+        held: list[str] = []
+        modifiers: set[str] = set()
+        try:
+            for key in keys:
+                await self._key_event("down", key, modifiers, repeat=key in held)
+                held.append(key)
+        finally:
+            for key in reversed(held):
+                await self._key_event("up", key, modifiers, repeat=False)
+
+    async def _key_event(self, kind: str, key: str, modifiers: set[str], *, repeat: bool) -> None:
+        if key in CDP_KEYS:  # keys outside the US layout: DOM key values + virtual key codes
+            vk = CDP_KEYS[key]
+            await self._input(
+                "Input.dispatchKeyEvent",
+                {
+                    "type": "rawKeyDown" if kind == "down" else "keyUp",
+                    "key": key,
+                    "code": key,
+                    "modifiers": modifier_mask(modifiers),
+                    "windowsVirtualKeyCode": vk,
+                    "nativeVirtualKeyCode": vk,
+                },
+            )
+            return
+        try:
+            description = describe(key, modifiers)
+        except ValueError as exc:
+            raise CdpError(str(exc), method="Input.dispatchKeyEvent") from None
+        if description.key in MODIFIERS:
+            if kind == "down":
+                modifiers.add(description.key)
+            else:
+                modifiers.discard(description.key)
+        params: dict[str, Any] = {
+            "modifiers": modifier_mask(modifiers),
+            "windowsVirtualKeyCode": description.key_code_without_location,
+            "code": description.code,
+            "key": description.key,
+            "location": description.location,
+            "isKeypad": description.location == 3,
+        }
+        if kind == "down":
+            text = description.text
+            params |= {
+                "type": "keyDown" if text else "rawKeyDown",
+                "text": text,
+                "unmodifiedText": text,
+                "autoRepeat": repeat,
+            }
+        else:
+            params["type"] = "keyUp"
+        await self._input("Input.dispatchKeyEvent", params)
+
+    async def _settle(self) -> None:
+        tab = self._current()
+        try:
+            settled = await self._eval(_SETTLE_JS)
+        except CdpError as exc:
+            if not any(s in str(exc) for s in _NAVIGATION_ERRORS):
+                raise
+            settled = False
+        if tab.loading or not tab.loaded.is_set():
+            await self._wait_loaded(tab)
+            settled = await self._eval(_SETTLE_JS)
+        if not settled:
+            await self._restore_after_navigation()
+
+    async def _restore_after_navigation(self) -> None:
+        """The agent navigated (a reload, history back): show the episode's app again.
+
+        Like reloading a real form, the inputs come back empty; the task's record is
+        kept by the server and is not affected.
+        """
+        tab = self._current()
+        logger.info("the page navigated away from the task app; restoring it")
+        for attempt in range(3):
+            try:
+                await self._navigate(tab, self.app_url)
+                break
+            except CdpError as exc:
+                if attempt == 2:
+                    raise
+                logger.debug("restoring the app was interrupted (%s); again", exc)
+        await self._eval(_js_call("window.uirlLoad", self._app_state))
+
+    async def settle_frame(self) -> None:
+        """Wait until a frame has been produced after this call (two animation frames)."""
+        await self._eval(_TWO_FRAMES_JS)
+
+    async def capture(self, fmt: ImageFormat = ImageFormat.PNG, jpeg_quality: int = 90) -> bytes:
+        """The screen now, as PNG, JPEG or raw RGB (height x width x 3, row-major)."""
+        tab = self._current()
+        params: dict[str, Any] = {"format": "png", "optimizeForSpeed": True}
+        if fmt is ImageFormat.JPEG:
+            params = {"format": "jpeg", "quality": jpeg_quality, "optimizeForSpeed": True}
+        result = await self._cdp.send("Page.captureScreenshot", params, session_id=tab.session_id)
+        self._run_after_capture()
+        data = base64.b64decode(result["data"])
+        if fmt is ImageFormat.RAW:
+            return _png_to_rgb(data)
+        return data
+
+
+def _js_call(function: str, *args: Any) -> str:
+    """A JavaScript call with JSON arguments (JSON is valid JavaScript)."""
+    return f"{function}({', '.join(orjson.dumps(a).decode() for a in args)})"
+
+
+def _is_layout_char(char: str) -> bool:
+    return char in LAYOUT
+
+
+def _png_to_rgb(png: bytes) -> bytes:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as img:
+        return img.convert("RGB").tobytes()

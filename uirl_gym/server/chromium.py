@@ -1,0 +1,132 @@
+"""Which Chromium a session launches, and the image formats it captures.
+
+A headless session prefers a **headless shell** (``chromium-headless-shell``: Debian's
+package, or Playwright's ``chromium-headless-shell`` download): the old headless
+Chromium, without the top-chrome WebUI renderer that the full browser keeps per
+context in headless mode (~45 MB each, Chromium 156). A full Chromium is the fallback,
+and the only choice when the browser is shown (``--headed``).
+"""
+
+from __future__ import annotations
+
+import enum
+import glob
+import logging
+import os
+import shutil
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+BROWSER_ENV_VAR = "UIRL_CHROMIUM"
+# Chromium binaries on PATH, most specific first. Debian's /usr/bin/chromium (and
+# /usr/bin/chromium-headless-shell) are shell wrappers: when one is found, the real
+# binary next to its libraries is used instead.
+SYSTEM_BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+HEADLESS_SHELL_NAMES = ("chromium-headless-shell", "chrome-headless-shell", "headless_shell")
+DEBIAN_REAL_BINARIES = {
+    "chromium": Path("/usr/lib/chromium/chromium"),
+    "chromium-headless-shell": Path("/usr/lib/chromium/chromium-headless-shell"),
+}
+DEBIAN_REAL_BINARY = DEBIAN_REAL_BINARIES["chromium"]
+# Playwright's downloads (``python -m playwright install chromium-headless-shell``).
+PLAYWRIGHT_HEADLESS_SHELL_GLOBS = (
+    "chromium_headless_shell-*/chrome-*/chrome-headless-shell",
+    "chromium_headless_shell-*/chrome-*/headless_shell",
+)
+
+
+class BrowserNotFoundError(RuntimeError):
+    """No Chromium could be found; the message says how to install one."""
+
+
+class ImageFormat(enum.StrEnum):
+    PNG = "png"
+    JPEG = "jpeg"
+    RAW = "raw"
+
+
+def find_browser(explicit: str | None = None, *, headless: bool = True) -> str:
+    """The Chromium executable to launch.
+
+    Order: ``explicit``, then ``$UIRL_CHROMIUM``; for a headless session a headless
+    shell (on PATH, then Playwright's download); then Playwright's own Chromium, then a
+    system Chromium/Chrome on PATH.
+
+    Raises:
+        BrowserNotFoundError: none found, or an explicit path that does not exist.
+    """
+    for source, path in (
+        ("--browser", explicit),
+        (BROWSER_ENV_VAR, os.environ.get(BROWSER_ENV_VAR)),
+    ):
+        if path:
+            if not os.access(path, os.X_OK):
+                raise BrowserNotFoundError(f"{source}={path!r} is not an executable file")
+            return path
+    if headless:
+        shell = _on_path(HEADLESS_SHELL_NAMES) or _playwright_headless_shell_path()
+        if shell:
+            return shell
+    playwright_path = _playwright_chromium_path()
+    if playwright_path:
+        return playwright_path
+    found = _on_path(SYSTEM_BROWSER_NAMES)
+    if found:
+        return found
+    raise BrowserNotFoundError(
+        "No Chromium found. Install one of: Debian/Ubuntu `apt-get install "
+        "chromium-headless-shell` (headless, the lightest) or `apt-get install chromium`, "
+        "`python -m playwright install chromium-headless-shell`, or point "
+        f"${BROWSER_ENV_VAR} (or --browser) at a Chromium/Chrome executable."
+    )
+
+
+def is_headless_shell(path: str) -> bool:
+    name = Path(path).name
+    return "headless" in name
+
+
+def _on_path(names: tuple[str, ...]) -> str | None:
+    for name in names:
+        found = shutil.which(name)
+        if found:
+            real = DEBIAN_REAL_BINARIES.get(name)
+            if _is_shell_script(found) and real is not None and real.exists():
+                return str(real)
+            return found
+    return None
+
+
+def _playwright_browsers_dir() -> Path:
+    configured = os.environ.get("PLAYWRIGHT_BROWSERS_PATH")
+    if configured and configured != "0":
+        return Path(configured)
+    return Path.home() / ".cache" / "ms-playwright"
+
+
+def _playwright_headless_shell_path() -> str | None:
+    root = _playwright_browsers_dir()
+    for pattern in PLAYWRIGHT_HEADLESS_SHELL_GLOBS:
+        # The newest revision first (revision numbers grow).
+        for path in sorted(glob.glob(str(root / pattern)), reverse=True):
+            if os.access(path, os.X_OK):
+                return path
+    return None
+
+
+def _playwright_chromium_path() -> str | None:
+    try:
+        from playwright.sync_api import sync_playwright
+
+        with sync_playwright() as p:
+            path = p.chromium.executable_path
+    except Exception as exc:  # Playwright may be absent or unable to compute a path
+        logger.debug("no Playwright browser path: %s", exc)
+        return None
+    return path if path and os.access(path, os.X_OK) else None
+
+
+def _is_shell_script(path: str) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"#!"
