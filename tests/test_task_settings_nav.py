@@ -215,23 +215,29 @@ def test_unsaved_change_is_not_counted_and_a_stray_one_is_charged(env: gym.Env) 
     )
     assert reward == pytest.approx(-0.5)
     assert info["progress"]["changed_non_targets"] == [changed]
-    # The expert still finishes the targets, but the episode is no success.
-    _total, info, _steps = play(env, expert)
-    assert info["num_correct"] == 3 and info["is_success"] is False
+    # The expert sets the stray setting back, then finishes the targets: a success.
+    total, info, _steps = play(env, expert)
+    assert info["is_success"] and info["progress"]["changed_non_targets"] == []
+    assert total == pytest.approx(0.5 + 3 * (1.0 + 0.1))
 
 
-def test_random_agent_runs(env: gym.Env) -> None:
-    """Sanity only: a random agent's actions never break the app (success is reported in
-    docs/tasks/settings_nav.md)."""
+def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
+    """Random clicks, keys and text first (menus, dialogs, stray changes, saved or not);
+    the expert then still succeeds. The random agent's success rate itself is measured
+    for docs/tasks/settings_nav.md, not here."""
     policy = RandomPolicy(seed=0)
-    obs, info = env.reset(seed=1, options={"split": "test", "num_targets": 1})
-    for _ in range(15):
-        (step,) = policy.act([obs], [0])
-        obs, _reward, terminated, truncated, info = env.step(step.action)
-        if terminated or truncated:
-            break
-    assert 0 <= info["num_correct"] <= 1
-    assert env.unwrapped.oracle()["section"] in range(6)
+    for seed in range(2):
+        obs, info = env.reset(seed=seed, options={"split": "test", "num_targets": 1})
+        policy.begin_episode(0)
+        for _ in range(12):
+            (step,) = policy.act([obs], [0])
+            obs, _reward, terminated, truncated, info = env.step(step.action)
+            assert not truncated
+            if terminated:
+                break
+        if not terminated:  # (a random agent that finishes the task is not checked)
+            _total, info, _steps = play(env, SettingsNavExpert())
+            assert info["is_success"], (seed, info)
 
 
 def change_a_non_target(env: gym.Env, targets: dict) -> str:

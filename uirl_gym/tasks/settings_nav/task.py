@@ -68,7 +68,8 @@ def describe(setting_id: str, value: Value) -> str:
     if d.kind == "toggle":
         return f'turn {"on" if value else "off"} "{d.name}"'
     if d.kind == "number":
-        return f'set "{d.name}" to {value} {d.unit}'
+        space = "" if d.unit == "%" else " "
+        return f'set "{d.name}" to {value}{space}{d.unit}'
     return f'set "{d.name}" to "{value}"'
 
 
