@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from uirl_gym.tasks.base import EpisodeScorer, Task
+from uirl_gym.tasks.settings_nav import score as settings_nav_score
+from uirl_gym.tasks.settings_nav.task import SettingsNavTask
 from uirl_gym.tasks.simple_data_entry import score as simple_data_entry_score
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
@@ -66,6 +68,14 @@ TASKS: dict[str, TaskSpec] = {
             scorer=simple_data_entry_score.SimpleDataEntryScorer,
             check_options=simple_data_entry_score.check_options,
             expert=SimpleDataEntryExpert,
+        ),
+        TaskSpec(
+            name="settings_nav",
+            env_id="uirl/SettingsNav-v0",
+            task=SettingsNavTask,
+            rewards=settings_nav_score.RewardConfig,
+            scorer=settings_nav_score.SettingsNavScorer,
+            check_options=settings_nav_score.check_options,
         ),
     )
 }
