@@ -14,6 +14,7 @@ from typing import Any
 
 from uirl_gym.tasks.base import EpisodeScorer, Task
 from uirl_gym.tasks.settings_nav import score as settings_nav_score
+from uirl_gym.tasks.settings_nav.expert import SettingsNavExpert
 from uirl_gym.tasks.settings_nav.task import SettingsNavTask
 from uirl_gym.tasks.simple_data_entry import score as simple_data_entry_score
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
@@ -76,6 +77,7 @@ TASKS: dict[str, TaskSpec] = {
             rewards=settings_nav_score.RewardConfig,
             scorer=settings_nav_score.SettingsNavScorer,
             check_options=settings_nav_score.check_options,
+            expert=SettingsNavExpert,
         ),
     )
 }
