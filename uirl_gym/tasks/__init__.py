@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from uirl_gym.tasks.base import EpisodeScorer, Task
+from uirl_gym.tasks.form_fill import score as form_fill_score
+from uirl_gym.tasks.form_fill.task import FormFillTask
 from uirl_gym.tasks.simple_data_entry import score as simple_data_entry_score
 from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
 
@@ -60,6 +62,14 @@ TASKS: dict[str, TaskSpec] = {
             rewards=simple_data_entry_score.RewardConfig,
             scorer=simple_data_entry_score.SimpleDataEntryScorer,
             check_options=simple_data_entry_score.check_options,
+        ),
+        TaskSpec(
+            name="form_fill",
+            env_id="uirl/FormFill-v0",
+            task=FormFillTask,
+            rewards=form_fill_score.RewardConfig,
+            scorer=form_fill_score.FormFillScorer,
+            check_options=form_fill_score.check_options,
         ),
     )
 }
