@@ -97,6 +97,10 @@ def date_form(day: dt.date) -> str:
     return f"{day.month:02d}/{day.day:02d}/{day.year}"
 
 
+def with_article(word: str) -> str:
+    return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
+
+
 def join_words(items: Sequence[str]) -> str:
     if len(items) == 1:
         return items[0]
@@ -170,10 +174,11 @@ def generate_claim(seed: int, num_distractors: int) -> Claim:
     }
     enclosed = [a.lower() if i else a for i, a in enumerate(attachments)]
     story = (
-        f"I am writing to make a {claim_type.lower()} insurance claim. On "
+        f"I am writing to make {with_article(claim_type.lower())} insurance claim. On "
         f"{date_long(incident, date_style)}, {STORIES[claim_type]}."
     )
-    body = [story, *_distractors(rng, num_distractors, name, incident, date_style, policy)]
+    decoys = _distractors(rng, num_distractors, name, incident, date_style, policy, claim_type)
+    body = [story, *decoys]
     body.append(
         f"{join_words(enclosed)} {'is' if len(enclosed) == 1 else 'are'} enclosed with this "
         f"letter. I would prefer to be contacted {CONTACT_PHRASES[contact]}."
@@ -201,7 +206,13 @@ def generate_claim(seed: int, num_distractors: int) -> Claim:
 
 
 def _distractors(
-    rng: random.Random, count: int, name: str, incident: dt.date, style: int, policy: str
+    rng: random.Random,
+    count: int,
+    name: str,
+    incident: dt.date,
+    style: int,
+    policy: str,
+    claim_type: str,
 ) -> list[str]:
     """Sentences with decoy values of the form's kinds (never equal to a target)."""
     partner, partner_email = _person(rng)
@@ -211,7 +222,7 @@ def _distractors(
     while old_policy == policy:
         old_policy = _policy(rng)
     earlier = incident - dt.timedelta(days=rng.randint(200, 700))
-    other_type = rng.choice(CLAIM_TYPES)
+    other_type = rng.choice([t for t in CLAIM_TYPES if t != claim_type])
     pool = [
         f"If I cannot be reached, my partner {partner} is on "
         f"{_phone_letter(rng, _phone_digits(rng))}.",

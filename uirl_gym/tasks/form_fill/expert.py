@@ -33,6 +33,8 @@ class FormFillExpert:
 
     Methods:
         next_action(oracle): the next action given the current ``/oracle`` JSON.
+        needs_oracle: whether the next call plans (else ``oracle`` may be None: callers
+            skip an ``/oracle`` round trip in the middle of a macro).
         reset(): forget the macro in progress (call at every episode start).
     """
 
@@ -42,8 +44,15 @@ class FormFillExpert:
     def reset(self) -> None:
         self._queue.clear()
 
-    def next_action(self, oracle: Mapping[str, Any]) -> Action:
+    @property
+    def needs_oracle(self) -> bool:
+        return not self._queue
+
+    def next_action(self, oracle: Mapping[str, Any] | None) -> Action:
+        """The next action (``ValueError``: no macro in progress and no ``oracle``)."""
         if not self._queue:
+            if oracle is None:
+                raise ValueError("no macro in progress: pass the current /oracle state")
             self._queue.extend(self._plan(oracle))
         return self._queue.popleft()
 
