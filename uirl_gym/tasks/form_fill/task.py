@@ -178,7 +178,12 @@ class FormFillTask(Task):
 
     def progress(self) -> dict[str, Any]:
         if self.state is None:
-            return {"num_correct_submissions": 0, "num_incorrect_submissions": 0}
+            return {
+                "num_correct_submissions": 0,
+                "num_incorrect_submissions": 0,
+                "num_refused_submissions": 0,
+                "fields": [],
+            }
         subs = self.state.submissions
         return {
             "num_correct_submissions": sum(s.correct for s in subs),
