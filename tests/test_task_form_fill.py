@@ -235,7 +235,7 @@ def test_without_validation_a_wrong_submission_is_recorded_and_charged(env: gym.
 def test_dense_reward_pays_for_fields_holding_their_target(ff_runtime: LocalRuntime) -> None:
     env = gym.make(ENV_ID, runtime=ff_runtime, reward_mode="dense")
     try:
-        oracle = _reset_with(env, "full_name", {"num_fields": 3})
+        oracle = _reset_with(env, "full_name", {})  # every field: the first seed does
         assert env.step(_click(oracle["controls"]["full_name"]["box"]))[1] == 0.0
         name = oracle["targets"]["full_name"]
         assert env.step(Action(ActionType.TYPE, text=name))[1] == pytest.approx(0.1)
