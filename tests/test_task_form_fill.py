@@ -20,7 +20,7 @@ from uirl_gym.actions import Action, ActionType
 from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks.base import TaskOptionsError
-from uirl_gym.tasks.form_fill.data import FIELD_IDS, field_matches, generate_claim
+from uirl_gym.tasks.form_fill.data import CLAIM_TYPES, FIELD_IDS, field_matches, generate_claim
 from uirl_gym.tasks.form_fill.expert import FormFillExpert
 from uirl_gym.tasks.form_fill.score import FormFillScorer, RewardConfig
 from uirl_gym.tasks.form_fill.task import FormFillTask
@@ -275,3 +275,26 @@ def test_random_agent_is_measured(env: gym.Env) -> None:
         successes += info["is_success"]
     logger.info("random agent: %d/2 solved in 10 steps", successes)
     assert 0 <= successes <= 2
+
+
+def test_typing_the_date_and_keyboard_dropdown(env: gym.Env) -> None:
+    """The paths the expert does not take: a typed date, the listbox by arrow keys."""
+    oracle = _reset_with(env, "claim_type", {})  # every field: the first seed does
+    day = oracle["targets"]["incident_date"]  # ISO
+    env.step(_click(oracle["controls"]["incident_date"]["box"]))
+    env.step(Action(ActionType.TYPE, text=f"{day[5:7]}/{day[8:]}/{day[:4]}"))
+    page = env.unwrapped.oracle()
+    assert page["calendar"]["open"] and (page["calendar"]["year"], page["calendar"]["month"]) == (
+        int(day[:4]),
+        int(day[5:7]),
+    )
+    env.step(Action(ActionType.KEYS, keys="Escape"))
+    env.step(_click(oracle["controls"]["claim_type"]["box"]))  # opens on the first option
+    index = CLAIM_TYPES.index(oracle["targets"]["claim_type"])
+    for _ in range(index):
+        env.step(Action(ActionType.KEYS, keys="ArrowDown"))
+    env.step(Action(ActionType.KEYS, keys="Enter"))
+    page = env.unwrapped.oracle()
+    assert not page["calendar"]["open"] and not page["dropdown"]["open"]
+    for field in ("incident_date", "claim_type"):
+        assert field_matches(field, page["form_values"][field], oracle["targets"][field])
