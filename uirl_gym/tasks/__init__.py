@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from uirl_gym.tasks.base import EpisodeScorer, Task
+from uirl_gym.tasks.form_fill import score as form_fill_score
+from uirl_gym.tasks.form_fill.expert import FormFillExpert
+from uirl_gym.tasks.form_fill.task import FormFillTask
 from uirl_gym.tasks.settings_nav import score as settings_nav_score
 from uirl_gym.tasks.settings_nav.expert import SettingsNavExpert
 from uirl_gym.tasks.settings_nav.task import SettingsNavTask
@@ -78,6 +81,15 @@ TASKS: dict[str, TaskSpec] = {
             scorer=settings_nav_score.SettingsNavScorer,
             check_options=settings_nav_score.check_options,
             expert=SettingsNavExpert,
+        ),
+        TaskSpec(
+            name="form_fill",
+            env_id="uirl/FormFill-v0",
+            task=FormFillTask,
+            rewards=form_fill_score.RewardConfig,
+            scorer=form_fill_score.FormFillScorer,
+            check_options=form_fill_score.check_options,
+            expert=FormFillExpert,
         ),
     )
 }
