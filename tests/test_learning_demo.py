@@ -1,10 +1,13 @@
-"""The learning demo's commands parse: its config with each phase's overrides loads.
+"""The learning demo's commands parse (its config with each phase's overrides loads), and
+its report (tables, the GRPO-vs-baseline test, the plot) comes out of metrics files.
 
 The demo itself (~15 minutes) is not run here; docs/training.md has its numbers.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import runpy
 import subprocess
 import sys
@@ -17,8 +20,10 @@ SCRIPT = ROOT / "scripts" / "learning_demo.py"
 
 
 def test_help_renders() -> None:
+    # This checkout's package, whatever is installed (as the other script tests do).
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--help"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, str(SCRIPT), "--help"], cwd=ROOT, env=env, capture_output=True, text=True
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("usage:")
@@ -51,6 +56,46 @@ def test_each_phase_config_loads(tmp_path: Path) -> None:
     # The fixed task instance, and a baseline that differs only in its learning rate.
     assert (grpo.env.task_seed, grpo.env.rows) == (0, [2])
     assert grpo.eval.episodes == 0
+    # What makes GRPO learn here (docs/training.md): the negatives off, 4 groups an iteration.
+    assert grpo.grpo.negative_advantage_scale == 0
+    assert grpo.rollout.episodes_per_iteration == 4 * grpo.rollout.group_size
     assert 0 < baseline.optim.learning_rate < 1e-9
     baseline.optim.learning_rate = grpo.optim.learning_rate
     assert baseline == grpo
+
+
+def _write_metrics(run_dir: Path, success_rates: list[float], episodes: int) -> None:
+    run_dir.mkdir(parents=True)
+    records = [{"step": 0}] + [
+        {
+            "step": i + 1,
+            "rollout/success_rate": rate,
+            "rollout/reward_mean": rate,
+            "rollout/invalid_action_rate": 0.0,
+            "rollout/episodes": float(episodes),
+            "train/loss": 0.1,
+        }
+        for i, rate in enumerate(success_rates)
+    ]
+    (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_report_from_metrics(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    demo = runpy.run_path(str(SCRIPT))
+    _write_metrics(tmp_path / "cold", [0.0], 2)
+    _write_metrics(tmp_path / "grpo", [0.5, 0.75, 1.0], 16)
+    _write_metrics(tmp_path / "base", [0.5, 0.5, 0.5], 16)
+    cold, grpo, base = (demo["curve"](tmp_path / n) for n in ("cold", "grpo", "base"))
+    assert sorted(grpo) == [1, 2, 3] and grpo[2]["rollout/success_rate"] == 0.75
+    # Pooled after the first update (iterations 2-3): 28/32 against 16/32.
+    assert demo["successes"](grpo, 2) == (28, 32)
+    assert demo["successes"](base, 2) == (16, 32)
+    text = demo["comparison"](grpo, base)
+    assert "GRPO 28/32" in text and "baseline 16/32" in text
+    # Fisher's exact test, one-sided: by hand for a 2x2 table, and a tie is no evidence.
+    assert demo["fisher_one_sided"]((8, 10), (2, 10)) == pytest.approx(0.01151, abs=1e-5)
+    assert demo["fisher_one_sided"]((5, 10), (5, 10)) > 0.5
+    assert "| 3 | 1.000 |" in demo["table"]("GRPO", grpo, 60.0)
+    demo["plot"](cold, grpo, base, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 0

@@ -87,6 +87,18 @@ def test_group_advantages_by_hand() -> None:
         group_advantages([1.0], ["a", "b"])
 
 
+def test_negative_advantages_are_scaled_after_normalising() -> None:
+    # Group [1, 0, 0, 0]: mean 0.25, sample std 0.5 -> [1.5, -0.5, -0.5, -0.5].
+    returns, groups = [1.0, 0.0, 0.0, 0.0], ["g"] * 4
+    plain = group_advantages(returns, groups, eps=0.0)
+    np.testing.assert_allclose(plain, [1.5, -0.5, -0.5, -0.5])
+    # The positive one keeps its value (the baseline and the std are the group's).
+    half = group_advantages(returns, groups, eps=0.0, negative_scale=0.5)
+    np.testing.assert_allclose(half, [1.5, -0.25, -0.25, -0.25])
+    only_better = group_advantages(returns, groups, eps=0.0, negative_scale=0.0)
+    np.testing.assert_allclose(only_better, [1.5, 0.0, 0.0, 0.0])
+
+
 def test_clipped_policy_loss_by_hand() -> None:
     ratios = torch.tensor([1.5, 0.5, 1.0, 1.1, 0.5])
     advantages = torch.tensor([1.0, 1.0, -1.0, -1.0, -1.0])
@@ -180,6 +192,7 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
         ({"rollout.group_size": "1"}, "set rollout.group_size"),
         ({"rollout.episodes_per_iteration": "6"}, "multiple of rollout.group_size = 8"),
         ({"grpo.kl_beta": "0.1", "model.lora_rank": "0"}, "set model.lora_rank > 0"),
+        ({"grpo.negative_advantage_scale": "-1"}, "grpo.negative_advantage_scale: expected >= 0"),
         ({"env.rows": "[1]", "env.row_pool": "[1, 2]"}, "set one (or neither)"),
     ],
 )

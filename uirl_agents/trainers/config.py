@@ -281,6 +281,12 @@ class GRPOSection:
         False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
     )
     scale_advantages: bool = param(True, help="Divide advantages by the group's reward std.")
+    negative_advantage_scale: float = param(
+        1.0,
+        help="Multiply negative advantages by this (1: plain GRPO; 0: train only on the "
+        "episodes above their group's baseline). Below 1 when failed episodes' "
+        "off-trajectory tokens drown the successes' signal (docs/training.md, Learning demo).",
+    )
     skip_zero_advantage: bool = param(
         True,
         help="Skip the forward/backward of steps whose advantage is 0 when kl_beta is 0: "
@@ -415,6 +421,12 @@ class GRPOConfig(TrainConfig):
             )
         _check(self.grpo.clip_epsilon > 0, "grpo.clip_epsilon", "> 0", self.grpo.clip_epsilon)
         _check(self.grpo.kl_beta >= 0, "grpo.kl_beta", ">= 0", self.grpo.kl_beta)
+        _check(
+            self.grpo.negative_advantage_scale >= 0,
+            "grpo.negative_advantage_scale",
+            ">= 0",
+            self.grpo.negative_advantage_scale,
+        )
         if self.grpo.tis_cap is not None:
             _check(self.grpo.tis_cap >= 1, "grpo.tis_cap", ">= 1 (or null: off)", self.grpo.tis_cap)
         if self.grpo.kl_beta > 0 and self.model.lora_rank == 0:

@@ -84,6 +84,7 @@ def step_samples(
         [e.group_id for e in episodes],
         leave_one_out=cfg.leave_one_out,
         scale_by_std=cfg.scale_advantages,
+        negative_scale=cfg.negative_advantage_scale,
     )
     samples = []
     for episode, advantage in zip(episodes, advantages, strict=True):

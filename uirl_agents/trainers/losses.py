@@ -24,6 +24,7 @@ def group_advantages(
     *,
     leave_one_out: bool = False,
     scale_by_std: bool = True,
+    negative_scale: float = 1.0,
     eps: float = 1e-6,
 ) -> np.ndarray:
     """Each episode's return relative to the other episodes of its group.
@@ -31,13 +32,16 @@ def group_advantages(
     ``A_i = (R_i - b_i) / (std(R_group) + eps)``, with the baseline ``b_i`` the group
     mean, or with ``leave_one_out`` the mean of the group's *other* returns (RLOO).
     ``std`` is the unbiased sample std (as TRL's GRPO); without ``scale_by_std`` the
-    division is skipped. A group of one episode gets advantage 0.
+    division is skipped. A group of one episode gets advantage 0. Negative advantages
+    are then multiplied by ``negative_scale`` (1: plain GRPO; 0: only the episodes better
+    than their group's baseline are trained on).
 
     Args:
         returns: one total reward per episode.
         group_ids: one group id per episode (episodes of one task instance share it).
         leave_one_out: baseline without the episode itself.
         scale_by_std: divide by the group's reward std.
+        negative_scale: the weight of below-baseline episodes (>= 0).
         eps: added to the std (a group with equal returns gets 0, not NaN).
 
     Returns:
@@ -69,7 +73,7 @@ def group_advantages(
         if scale_by_std and scale > 0:  # equal returns: centred is all 0 already
             centred = centred / scale
         advantages[indices] = centred
-    return advantages
+    return np.where(advantages < 0, advantages * negative_scale, advantages)
 
 
 def clipped_policy_loss(
