@@ -52,7 +52,8 @@ def test_health_names_the_backend_and_the_browser(client: SessionClient) -> None
 
 
 def test_a_reset_right_after_a_reset_is_a_fresh_episode(client: SessionClient) -> None:
-    """A context no input reached is reused: it must look exactly like a fresh one."""
+    """Every reset, right after another one or not, gives the episode its seed's exact
+    first screen (a context once reused in place drew some edges differently)."""
     client.reset(seed=11, options={"rows": [1]})
     dirty = client.oracle()
     client.act(Action(ActionType.LEFT_CLICK, *centre(dirty["inputs"]["email"]["box"])))

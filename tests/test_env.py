@@ -278,7 +278,7 @@ def test_space_sample_with_an_out_of_range_index_is_an_invalid_action(env: gym.E
     env.action_space.seed(0)
     scroll = list(ActionType).index(ActionType.SCROLL)
     for field, value, message in [
-        ("action_type", 10, "action_type: index 10 is out of range"),
+        ("action_type", len(ActionType), f"action_type: index {len(ActionType)} is out of range"),
         ("action_type", -1, "action_type: index -1 is out of range"),  # was FINISH
         ("action_type", 2**40, "out of range"),
         ("direction", 4, "direction: index 4 is out of range"),

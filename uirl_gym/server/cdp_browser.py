@@ -110,8 +110,6 @@ class _Tab:
     session_id: str
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     loading: bool = False
-    # Whether any input reached the page since it loaded (a clean one can be reused).
-    dirty: bool = False
     # execution context id -> (origin, frame id, is the frame's main world)
     contexts: dict[int, tuple[str, str, bool]] = field(default_factory=dict)
 
@@ -332,22 +330,20 @@ class CdpBrowserSession:
     async def new_episode(self, app_state: dict[str, Any]) -> None:
         """Move to a fresh context and render ``app_state`` in it; clear the clipboard.
 
-        The fresh context is the one prepared during the previous episode. A context in
-        which nothing but screenshots happened since it loaded (a reset right after a
-        reset) is reused: no input reached it, so it is as fresh as a new one. Disposing
+        The fresh context is the one prepared during the previous episode, always: a
+        context re-rendered in place (once reused after a reset right after a reset)
+        drew some anti-aliased edges differently from a fresh one, and the same seed
+        then gave another first screenshot (Gymnasium's reset determinism). Disposing
         of the old context and preparing the next one wait until the new episode's first
         screenshot is taken, so that they do not compete with it for the CPU.
         """
         if not self.alive:
             raise CdpError("Chromium is not running")
         current = self._tab
-        if current is not None and not current.dirty:
-            tab = current
-        else:
-            tab = await self._take_spare()
-            self._tab = tab
-            if current is not None:
-                self._after_capture.append(lambda: self._dispose(current))
+        tab = await self._take_spare()
+        self._tab = tab
+        if current is not None:
+            self._after_capture.append(lambda: self._dispose(current))
         self._after_capture.append(self._prepare_spare)
         await self._eval(
             f"(async () => {{ {_js_call('window.uirlLoad', app_state)}; "
@@ -471,11 +467,10 @@ class CdpBrowserSession:
         the page; then the task work the app reports as pending (an in-flight
         submission) is awaited, and a navigation in progress must reach ``load``.
         """
-        tab = self._current()
+        self._current()  # refuses before the first episode
         t = action.type
         if t in (ActionType.SCREENSHOT, ActionType.FINISH):
             return
-        tab.dirty = True
         if t is ActionType.MOUSE_MOVE:
             await self._mouse_move(action.x, action.y)  # type: ignore[arg-type]
         elif t is ActionType.LEFT_CLICK:
