@@ -11,7 +11,9 @@ not an HTTP route, so no one outside the browser can fake a submission) to
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Mapping
+from importlib import resources
 from typing import Any
 
 
@@ -42,9 +44,12 @@ class Task(abc.ABC):
             TaskOptionsError: unknown or invalid options.
         """
 
-    @abc.abstractmethod
     def page_html(self) -> str:
-        """The web app's page: static, the episode's data arrives via ``uirlLoad``."""
+        """The web app's page: static, the episode's data arrives via ``uirlLoad``.
+
+        Default: ``static/app.html`` next to the task's module.
+        """
+        return _static_page(type(self).__module__.rpartition(".")[0])
 
     @abc.abstractmethod
     def handle_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,6 +70,26 @@ class Task(abc.ABC):
         Args:
             page_state: what the app's ``uirlInspect()`` returned (element boxes, values).
         """
+
+
+@functools.cache
+def _static_page(package: str) -> str:
+    return resources.files(package).joinpath("static/app.html").read_text("utf-8")
+
+
+def check_option_names(options: Mapping[str, Any], allowed: frozenset[str]) -> None:
+    """Raises ``TaskOptionsError`` naming the options not in ``allowed``."""
+    unknown = set(options) - allowed
+    if unknown:
+        raise TaskOptionsError(f"unknown option(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
+
+
+def int_option(options: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
+    """``options[name]`` (or ``default``), an integer in ``low..high`` (``TaskOptionsError``)."""
+    value = options.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise TaskOptionsError(f"{name}: must be an integer in {low}..{high}, got {value!r}")
+    return value
 
 
 class EpisodeScorer(abc.ABC):

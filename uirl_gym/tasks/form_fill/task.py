@@ -20,10 +20,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-from uirl_gym.tasks.base import Task, TaskOptionsError
+from uirl_gym.tasks.base import Task, TaskOptionsError, check_option_names, int_option
 from uirl_gym.tasks.form_fill.data import (
     ATTACHMENTS,
     CLAIM_TYPES,
@@ -63,24 +62,13 @@ def parse_options(options: Mapping[str, Any]) -> FormFillOptions:
     Raises:
         TaskOptionsError: an unknown option, or a value of the wrong type or range.
     """
-    unknown = set(options) - OPTION_NAMES
-    if unknown:
-        raise TaskOptionsError(
-            f"unknown option(s) {sorted(unknown)}; allowed: {sorted(OPTION_NAMES)}"
-        )
-    num_fields = _int_option(options, "num_fields", DEFAULT_NUM_FIELDS, MIN_NUM_FIELDS, 8)
-    distractors = _int_option(options, "distractors", DEFAULT_DISTRACTORS, 0, MAX_DISTRACTORS)
+    check_option_names(options, OPTION_NAMES)
+    num_fields = int_option(options, "num_fields", DEFAULT_NUM_FIELDS, MIN_NUM_FIELDS, 8)
+    distractors = int_option(options, "distractors", DEFAULT_DISTRACTORS, 0, MAX_DISTRACTORS)
     validation = options.get("validation", True)
     if not isinstance(validation, bool):
         raise TaskOptionsError(f"validation: must be true or false, got {validation!r}")
     return FormFillOptions(num_fields=num_fields, distractors=distractors, validation=validation)
-
-
-def _int_option(options: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise TaskOptionsError(f"{name}: must be an integer in {low}..{high}, got {value!r}")
-    return value
 
 
 @dataclass
@@ -113,7 +101,6 @@ class FormFillTask(Task):
 
     def __init__(self) -> None:
         self.state: EpisodeState | None = None
-        self._html: str | None = None
 
     def reset(self, seed: int | None, options: Mapping[str, Any]) -> dict[str, Any]:
         opts = parse_options(options)
@@ -152,11 +139,6 @@ class FormFillTask(Task):
         if "attachments" in fields:
             parts.append("Tick exactly the documents the letter says are enclosed.")
         return " ".join(parts)
-
-    def page_html(self) -> str:
-        if self._html is None:
-            self._html = resources.files(__package__).joinpath("static/app.html").read_text("utf-8")
-        return self._html
 
     def handle_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
         if self.state is None or event.get("episode") != self.episode_id:

@@ -17,10 +17,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-from uirl_gym.tasks.base import Task, TaskOptionsError
+from uirl_gym.tasks.base import Task, TaskOptionsError, check_option_names, int_option
 from uirl_gym.tasks.settings_nav.data import SETTINGS, SettingsTree, Value, generate_tree
 
 MAX_TARGETS = 5
@@ -46,19 +45,15 @@ def parse_options(options: Mapping[str, Any]) -> Options:
     Raises:
         TaskOptionsError: an unknown option, or a value of the wrong type or range.
     """
-    unknown = set(options) - OPTION_NAMES
-    if unknown:
-        raise TaskOptionsError(
-            f"unknown option(s) {sorted(unknown)}; allowed: {sorted(OPTION_NAMES)}"
-        )
+    check_option_names(options, OPTION_NAMES)
     distractors = options.get("distractors", True)
     if not isinstance(distractors, bool):
         raise TaskOptionsError(f"distractors: must be true or false, got {distractors!r}")
     return Options(
-        num_targets=_int_option(options, "num_targets", DEFAULT_NUM_TARGETS, 1, MAX_TARGETS),
-        depth=_int_option(options, "depth", DEFAULT_DEPTH, 1, 3),
+        num_targets=int_option(options, "num_targets", DEFAULT_NUM_TARGETS, 1, MAX_TARGETS),
+        depth=int_option(options, "depth", DEFAULT_DEPTH, 1, 3),
         distractors=distractors,
-        settings_per_tab=_int_option(options, "settings_per_tab", DEFAULT_SETTINGS_PER_TAB, 2, 5),
+        settings_per_tab=int_option(options, "settings_per_tab", DEFAULT_SETTINGS_PER_TAB, 2, 5),
     )
 
 
@@ -82,7 +77,6 @@ class SettingsNavTask(Task):
         self.tree: SettingsTree | None = None
         self.saved: dict[str, Value] = {}
         self.num_saves = 0
-        self._html: str | None = None
 
     def reset(self, seed: int | None, options: Mapping[str, Any]) -> dict[str, Any]:
         opts = parse_options(options)
@@ -111,11 +105,6 @@ class SettingsNavTask(Task):
         return (
             f"In the Settings app, {changes}. Save your changes; do not change any other setting."
         )
-
-    def page_html(self) -> str:
-        if self._html is None:
-            self._html = resources.files(__package__).joinpath("static/app.html").read_text("utf-8")
-        return self._html
 
     def handle_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
         if self.tree is None or event.get("episode") != self.episode_id:
@@ -162,10 +151,3 @@ class SettingsNavTask(Task):
             },
             **page_state,
         }
-
-
-def _int_option(options: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise TaskOptionsError(f"{name}: must be an integer in {low}..{high}, got {value!r}")
-    return value

@@ -14,10 +14,9 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
-from uirl_gym.tasks.base import Task, TaskOptionsError
+from uirl_gym.tasks.base import Task, TaskOptionsError, check_option_names, int_option
 from uirl_gym.tasks.simple_data_entry.data import Person, generate_people
 
 DEFAULT_NUM_DATA_ROWS = 100
@@ -52,17 +51,12 @@ class SimpleDataEntryTask(Task):
 
     def __init__(self) -> None:
         self.state: EpisodeState | None = None
-        self._html: str | None = None
 
     def reset(self, seed: int | None, options: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = set(options) - OPTION_NAMES
-        if unknown:
-            raise TaskOptionsError(
-                f"unknown option(s) {sorted(unknown)}; allowed: {sorted(OPTION_NAMES)}"
-            )
+        check_option_names(options, OPTION_NAMES)
         rng = random.Random(seed)
-        data_seed = _int_option(options, "data_seed", rng.randrange(2**31), 0, 2**63)
-        num_data_rows = _int_option(options, "num_data_rows", DEFAULT_NUM_DATA_ROWS, 1, 1000)
+        data_seed = int_option(options, "data_seed", rng.randrange(2**31), 0, 2**63)
+        num_data_rows = int_option(options, "num_data_rows", DEFAULT_NUM_DATA_ROWS, 1, 1000)
         people = generate_people(data_seed, num_data_rows)
         targets = self._pick_targets(rng, options, num_data_rows)
         self.episode_id += 1
@@ -102,7 +96,7 @@ class SimpleDataEntryTask(Task):
             if "num_rows" in options and options["num_rows"] != len(rows):
                 raise TaskOptionsError("num_rows: must equal len(rows) when both are given")
             return list(rows)
-        k = _int_option(
+        k = int_option(
             options, "num_rows", DEFAULT_NUM_TARGET_ROWS, 1, min(MAX_TARGET_ROWS, num_data_rows)
         )
         return rng.sample(range(num_data_rows), k)
@@ -119,11 +113,6 @@ class SimpleDataEntryTask(Task):
             "left margin) into the form on the right: First name, Last name and Email, "
             "exactly as in the sheet. Submit the form once per row."
         )
-
-    def page_html(self) -> str:
-        if self._html is None:
-            self._html = resources.files(__package__).joinpath("static/app.html").read_text("utf-8")
-        return self._html
 
     def handle_event(self, event: Mapping[str, Any]) -> dict[str, Any]:
         if self.state is None or event.get("episode") != self.episode_id:
@@ -166,10 +155,3 @@ class SimpleDataEntryTask(Task):
             ],
             **page_state,
         }
-
-
-def _int_option(options: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
-    value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise TaskOptionsError(f"{name}: must be an integer in {low}..{high}, got {value!r}")
-    return value
