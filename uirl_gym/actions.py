@@ -13,6 +13,7 @@ that a malformed action costs no round trip.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -149,6 +150,16 @@ PYAUTOGUI_KEYS = {
 }  # fmt: skip
 # pyautogui's whitespace "characters": keys, not text.
 WHITESPACE_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", " ": "Space"}
+# What ``type`` presses as a key instead of typing it, as pyautogui does.
+TYPED_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", "\r\n": "Enter"}
+_TYPED_KEYS_RE = re.compile(r"(\r\n|\r|\n|\t)")
+
+
+def typed_chunks(text: str) -> list[str]:
+    """``text`` split into runs of plain text and single :data:`TYPED_KEYS` (no empty runs)."""
+    return [chunk for chunk in _TYPED_KEYS_RE.split(text) if chunk]
+
+
 # Every accepted key name, lower-cased, and what it presses.
 NAMED_KEYS = (
     {name.lower(): name for name in PLAYWRIGHT_KEYS}

@@ -21,7 +21,6 @@ import asyncio
 import base64
 import io
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -43,9 +42,11 @@ from uirl_gym.actions import (
     SCREEN_HEIGHT,
     SCREEN_WIDTH,
     SCROLL_NOTCH_PX,
+    TYPED_KEYS,
     Action,
     ActionType,
     key_sequence,
+    typed_chunks,
 )
 from uirl_gym.server.chromium import (  # noqa: F401 (re-exported: the old place)
     BROWSER_ENV_VAR,
@@ -72,8 +73,6 @@ CHROMIUM_ARGS = (
 # callable only by pages of this browser, never an HTTP route that anyone could POST to.
 RECORD_BINDING = "uirlRecord"
 # pyautogui.typewrite presses Tab and Enter for these characters; so does ``type`` here.
-TYPED_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", "\r\n": "Enter"}
-_TYPED_KEYS_RE = re.compile(r"(\r\n|\r|\n|\t)")
 # CDP ``Input.dispatchKeyEvent`` modifier bits of the keys Playwright holds down.
 _MODIFIER_BITS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}
 
@@ -283,7 +282,7 @@ class BrowserSession:
     async def _type(self, text: str) -> None:
         """Type ``text``; tabs and line breaks press Tab and Enter, as pyautogui does."""
         keyboard = self.page.keyboard
-        for chunk in _TYPED_KEYS_RE.split(text):
+        for chunk in typed_chunks(text):
             if chunk in TYPED_KEYS:
                 await keyboard.press(TYPED_KEYS[chunk])
             elif chunk:

@@ -25,7 +25,6 @@ import base64
 import io
 import logging
 import os
-import re
 import shlex
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -41,9 +40,11 @@ from uirl_gym.actions import (
     SCREEN_HEIGHT,
     SCREEN_WIDTH,
     SCROLL_NOTCH_PX,
+    TYPED_KEYS,
     Action,
     ActionType,
     key_sequence,
+    typed_chunks,
 )
 from uirl_gym.server.cdp import CdpConnection, CdpError, ChromiumProcess
 from uirl_gym.server.chromium import ImageFormat, is_headless_shell
@@ -92,8 +93,6 @@ _SETTLE_JS = """(async () => {
   return document.readyState === "complete" && window.uirlEpisode !== undefined;
 })()"""
 _TWO_FRAMES_JS = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
-TYPED_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", "\r\n": "Enter"}
-_TYPED_KEYS_RE = re.compile(r"(\r\n|\r|\n|\t)")
 _NAVIGATION_ERRORS = ("context was destroyed", "Cannot find context", "navigated or closed")
 _BUTTON_BITS = {"left": 1, "right": 2, "middle": 4}
 LOAD_TIMEOUT_S = 30.0
@@ -568,7 +567,7 @@ class CdpBrowserSession:
         A character of the US layout is a key press (keydown, keypress, input, keyup);
         any other is inserted as text, as Playwright's ``keyboard.type`` does.
         """
-        for chunk in _TYPED_KEYS_RE.split(text):
+        for chunk in typed_chunks(text):
             if chunk in TYPED_KEYS:
                 await self._press([TYPED_KEYS[chunk]])
                 continue
