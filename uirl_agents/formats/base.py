@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
@@ -182,6 +183,21 @@ class ScreenGeometry:
             min(max(ix, 0), self.image_width - 1),
             min(max(iy, 0), self.image_height - 1),
         )
+
+
+_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*", re.MULTILINE)
+_THOUGHT_PREFIX = re.compile(r"^\s*Thought\s*:\s*")
+
+
+def split_at_action_line(text: str) -> tuple[str, str | None]:
+    """``(thought, action text)`` around the last ``Action:`` line of a
+    ``Thought: ... / Action: ...`` reply, the ``Thought:`` prefix dropped; without such
+    a line, ``(the whole text as thought, None)``."""
+    matches = list(_ACTION_LINE.finditer(text))
+    if not matches:
+        return _THOUGHT_PREFIX.sub("", text).strip(), None
+    last = matches[-1]
+    return _THOUGHT_PREFIX.sub("", text[: last.start()]).strip(), text[last.end() :].strip()
 
 
 def text_part(text: str) -> dict[str, str]:

@@ -36,7 +36,7 @@ from typing import Any, ClassVar
 
 from uirl_gym.actions import DEFAULT_SCROLL_AMOUNT, Action, ActionType
 
-from .base import FormatParseError, ModelFormat, ScreenGeometry
+from .base import FormatParseError, ModelFormat, ScreenGeometry, split_at_action_line
 
 # Call / word -> the env action it names, for the point actions.
 _POINT_NAMES = {
@@ -56,8 +56,6 @@ _RENDER_POINT = {
     ActionType.MOUSE_MOVE: "move",
 }
 _DIRECTIONS = ("up", "down", "left", "right")
-_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*", re.MULTILINE)
-_THOUGHT_PREFIX = re.compile(r"^\s*Thought\s*:\s*")
 
 _PROMPT = """\
 You operate a computer by looking at its screen. You get a task, the screenshots \
@@ -125,13 +123,11 @@ wait() # look again
 finish() # the task is done"""
 
     def split_thought(self, text: str) -> tuple[str, str]:
-        matches = list(_ACTION_LINE.finditer(text))
-        match = matches[-1] if matches else None
-        if match is None:  # no "Action:" line: the last line is the action
-            lines = text.strip().splitlines()
-            return "\n".join(lines[:-1]).strip(), lines[-1].strip() if lines else ""
-        thought = _THOUGHT_PREFIX.sub("", text[: match.start()]).strip()
-        return thought, text[match.end() :].strip()
+        thought, action = split_at_action_line(text)
+        if action is not None:
+            return thought, action
+        lines = text.strip().splitlines()  # no "Action:" line: the last line is the action
+        return "\n".join(lines[:-1]).strip(), lines[-1].strip() if lines else ""
 
     def parse_action(
         self, action_text: str, geometry: ScreenGeometry

@@ -52,7 +52,7 @@ import re
 
 from uirl_gym.actions import Action, ActionType
 
-from .base import FormatParseError, ModelFormat, ScreenGeometry
+from .base import FormatParseError, ModelFormat, ScreenGeometry, split_at_action_line
 
 _POINT_CALLS = {
     "click": ActionType.LEFT_CLICK,
@@ -75,8 +75,6 @@ _KNOWN_CALLS = (
 )
 _POINT_ARGS = ("start_box", "point", "start_point")
 
-_ACTION_LINE = re.compile(r"^[ \t]*Action[ \t]*:", re.MULTILINE)
-_THOUGHT_PREFIX = re.compile(r"^\s*Thought\s*:\s*")
 _CALL = re.compile(r"([A-Za-z_]\w*)\s*\((.*)\)", re.DOTALL)
 # Where one call ends and the next begins: a ")" closing a line, then the next call's
 # name on a later line (the official separator is ")\n\n"; one newline is accepted too).
@@ -186,12 +184,8 @@ class UITarsFormat(ModelFormat):
         )
 
     def split_thought(self, text: str) -> tuple[str, str]:
-        matches = list(_ACTION_LINE.finditer(text))
-        if not matches:
-            return _THOUGHT_PREFIX.sub("", text).strip(), ""
-        last = matches[-1]
-        thought = _THOUGHT_PREFIX.sub("", text[: last.start()]).strip()
-        return thought, text[last.end() :].strip()
+        thought, action = split_at_action_line(text)
+        return thought, action or ""
 
     def parse_action(
         self, action_text: str, geometry: ScreenGeometry
