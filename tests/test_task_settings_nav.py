@@ -16,6 +16,7 @@ from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks.base import TaskOptionsError
+from uirl_gym.tasks.expert import box_centre
 from uirl_gym.tasks.settings_nav.data import SETTINGS, generate_tree
 from uirl_gym.tasks.settings_nav.expert import SettingsNavExpert
 from uirl_gym.tasks.settings_nav.score import RewardConfig, SettingsNavScorer
@@ -200,18 +201,18 @@ def test_unsaved_change_is_not_counted_and_a_stray_one_is_charged(env: gym.Env) 
     o = env.unwrapped.oracle()
     other = (o["section"] + 1) % len(o["sidebar"])
     _obs, reward, *_rest, info = env.step(
-        Action(ActionType.LEFT_CLICK, *_centre(o["sidebar"][other]))
+        Action(ActionType.LEFT_CLICK, *box_centre(o["sidebar"][other]))
     )
     o = env.unwrapped.oracle()
     assert o["dialog"] == "leave"
     _obs, reward, *_rest, info = env.step(
-        Action(ActionType.LEFT_CLICK, *_centre(o["dialog_buttons"]["discard"]))
+        Action(ActionType.LEFT_CLICK, *box_centre(o["dialog_buttons"]["discard"]))
     )
     assert reward == pytest.approx(-0.05 * len(pending)) and info["num_correct"] == 0
     # Change a non-target of the new section and save it: charged.
     changed = change_a_non_target(env, targets)
     _obs, reward, *_rest, info = env.step(
-        Action(ActionType.LEFT_CLICK, *_centre(env.unwrapped.oracle()["save_button"]))
+        Action(ActionType.LEFT_CLICK, *box_centre(env.unwrapped.oracle()["save_button"]))
     )
     assert reward == pytest.approx(-0.5)
     assert info["progress"]["changed_non_targets"] == [changed]
@@ -246,25 +247,20 @@ def change_a_non_target(env: gym.Env, targets: dict) -> str:
     i, c = next((i, c) for i, c in o["controls"].items() if i not in targets)
     if c["kind"] == "radio":
         box = next(b for label, b in c["options"].items() if label != c["value"])
-        env.step(Action(ActionType.LEFT_CLICK, *_centre(box)))
+        env.step(Action(ActionType.LEFT_CLICK, *box_centre(box)))
     elif c["kind"] == "number":
-        env.step(Action(ActionType.LEFT_CLICK, *_centre(c["box"])))
+        env.step(Action(ActionType.LEFT_CLICK, *box_centre(c["box"])))
         env.step(Action(ActionType.KEYS, keys="ctrl+a"))
         low = SETTINGS[i].low
         env.step(Action(ActionType.TYPE, text=str(low if c["value"] != low else low + 1)))
     else:  # toggle, dropdown (opens its list) or text (opens its edit dialog)
-        env.step(Action(ActionType.LEFT_CLICK, *_centre(c["box"])))
+        env.step(Action(ActionType.LEFT_CLICK, *box_centre(c["box"])))
     o = env.unwrapped.oracle()
     if c["kind"] == "dropdown":
         box = next(b for label, b in o["controls"][i]["list"].items() if label != c["value"])
-        env.step(Action(ActionType.LEFT_CLICK, *_centre(box)))
+        env.step(Action(ActionType.LEFT_CLICK, *box_centre(box)))
     elif c["kind"] == "text":
-        env.step(Action(ActionType.LEFT_CLICK, *_centre(o["edit_input"])))
+        env.step(Action(ActionType.LEFT_CLICK, *box_centre(o["edit_input"])))
         env.step(Action(ActionType.TYPE, text=" Jr"))
-        env.step(Action(ActionType.LEFT_CLICK, *_centre(o["dialog_buttons"]["ok"])))
+        env.step(Action(ActionType.LEFT_CLICK, *box_centre(o["dialog_buttons"]["ok"])))
     return i
-
-
-def _centre(box: list[int]) -> tuple[int, int]:
-    x, y, w, h = box
-    return x + w // 2, y + h // 2

@@ -8,46 +8,24 @@ there (dialog targets first, then tab by tab) and saves once before moving on.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from uirl_gym.actions import Action, ActionType
+from uirl_gym.tasks.expert import MacroExpert, click
 
 
-def _centre(box: list[int]) -> tuple[int, int]:
-    x, y, w, h = box
-    return x + w // 2, y + h // 2
-
-
-def _click(box: list[int]) -> Action:
-    return Action(ActionType.LEFT_CLICK, *_centre(box))
-
-
-class SettingsNavExpert:
-    """Solves SettingsNav episodes from the oracle state.
-
-    Methods:
-        next_action(oracle): the next action given the current ``/oracle`` JSON.
-        reset(): forget the macro in progress (call at every episode start).
-    """
-
-    def __init__(self) -> None:
-        self._queue: deque[Action] = deque()
-
-    def reset(self) -> None:
-        self._queue.clear()
-
-    def next_action(self, oracle: Mapping[str, Any]) -> Action:
-        if not self._queue:
-            plan = self._plan(oracle)
-            # An open list covers the rows below it: close it unless picking from it.
-            if oracle["dropdown"] is not None and not _picks_from_list(oracle, plan[0]):
-                plan = [Action(ActionType.KEYS, keys="Escape")]
-            self._queue.extend(plan)
-        return self._queue.popleft()
+class SettingsNavExpert(MacroExpert):
+    """Solves SettingsNav episodes from the oracle state (see :class:`MacroExpert`)."""
 
     def _plan(self, o: Mapping[str, Any]) -> list[Action]:
+        plan = self._macro(o)
+        # An open list covers the rows below it: close it unless picking from it.
+        if o["dropdown"] is not None and not _picks_from_list(o, plan[0]):
+            return [Action(ActionType.KEYS, keys="Escape")]
+        return plan
+
+    def _macro(self, o: Mapping[str, Any]) -> list[Action]:
         targets, saved, place = o["targets"], o["saved"], o["placements"]
         # Non-targets are wanted at their initial value: one saved changed (by a slip
         # or another agent) is set back, before the last target ends the episode.
@@ -68,46 +46,46 @@ class SettingsNavExpert:
         page = o["page_values"]
         todo = [i for i in here if page[i] != _wanted(o, i)]
         if o["menu_open"] and not any(place[i]["tab"] is None for i in todo):
-            return [_click(o["kebab"])]
+            return [click(o["kebab"])]
         if o["dialog"] == "advanced":
             return self._in_advanced(o)
         if o["dialog"] == "edit":
             return self._in_edit(o)
         # What the section would save that nobody wants: discard it.
         if any(v != saved[i] and v != _wanted(o, i) for i, v in page.items()):
-            return [_click(o["discard_button"])]
+            return [click(o["discard_button"])]
         if not todo:
             if o["dirty"]:
                 completes = all(saved[t] == v or page.get(t) == v for t, v in targets.items())
                 if completes and reverts_elsewhere:
-                    return [_click(o["discard_button"])]
-                return [_click(o["save_button"])]
+                    return [click(o["discard_button"])]
+                return [click(o["save_button"])]
             go = (reverts_elsewhere or remaining)[0]
-            return [_click(o["sidebar"][place[go]["section"]])]
+            return [click(o["sidebar"][place[go]["section"]])]
         todo.sort(key=lambda i: (place[i]["tab"] is not None, place[i]["tab"] or 0))
         first = todo[0]
         tab = place[first]["tab"]
         if tab is None:
             if o["menu_open"]:
-                return [_click(o["menu"]["advanced"])]
-            return [_click(o["kebab"])]
+                return [click(o["menu"]["advanced"])]
+            return [click(o["kebab"])]
         if o["tab"] != tab:
-            return [_click(o["tabs"][tab])]
+            return [click(o["tabs"][tab])]
         return _set(o, first, _wanted(o, first))
 
     def _in_advanced(self, o: Mapping[str, Any]) -> list[Action]:
         for i, c in o["controls"].items():
             if c["value"] != _wanted(o, i):
                 return _set(o, i, _wanted(o, i))
-        return [_click(o["dialog_buttons"]["ok"])]
+        return [click(o["dialog_buttons"]["ok"])]
 
     @staticmethod
     def _in_edit(o: Mapping[str, Any]) -> list[Action]:
         value = _wanted(o, o["dialog_setting"])
         if o["dialog_value"] == value:
-            return [_click(o["dialog_buttons"]["ok"])]
+            return [click(o["dialog_buttons"]["ok"])]
         return [
-            _click(o["edit_input"]),
+            click(o["edit_input"]),
             Action(ActionType.KEYS, keys="ctrl+a"),
             Action(ActionType.TYPE, text=str(value)),
         ]
@@ -133,10 +111,10 @@ def _wanted(o: Mapping[str, Any], i: str) -> Any:
 def _answer_confirm(o: Mapping[str, Any]) -> Action:
     buttons = o["dialog_buttons"]
     if o["dialog"] == "restore":
-        return _click(buttons["cancel"])
+        return click(buttons["cancel"])
     # Leaving with pending changes: keep them when they are all wanted (then save).
     keep = all(v == o["saved"][i] or v == _wanted(o, i) for i, v in o["page_values"].items())
-    return _click(buttons["keep"] if keep else buttons["discard"])
+    return click(buttons["keep"] if keep else buttons["discard"])
 
 
 def _set(o: Mapping[str, Any], i: str, value: Any) -> list[Action]:
@@ -144,17 +122,17 @@ def _set(o: Mapping[str, Any], i: str, value: Any) -> list[Action]:
     c = o["controls"][i]
     kind = c["kind"]
     if kind == "toggle":
-        return [_click(c["box"])]
+        return [click(c["box"])]
     if kind == "radio":
-        return [_click(c["options"][value])]
+        return [click(c["options"][value])]
     if kind == "dropdown":
         if "list" in c:
-            return [_click(c["list"][value])]
-        return [_click(c["box"])]
+            return [click(c["list"][value])]
+        return [click(c["box"])]
     if kind == "number":
         return [
-            _click(c["box"]),
+            click(c["box"]),
             Action(ActionType.KEYS, keys="ctrl+a"),
             Action(ActionType.TYPE, text=str(value)),
         ]
-    return [_click(c["box"])]  # text: its Edit button opens the edit dialog
+    return [click(c["box"])]  # text: its Edit button opens the edit dialog

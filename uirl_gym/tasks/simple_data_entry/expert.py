@@ -9,41 +9,23 @@ again, so it recovers from whatever the page shows. Two ways to fill a field:
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from uirl_gym.actions import MAX_SCROLL_AMOUNT, SCROLL_NOTCH_PX, Action, ActionType
+from uirl_gym.tasks.expert import MacroExpert, box_centre
 
 INPUT_IDS = ("first_name", "last_name", "email")
 
 
-def _centre(box: list[int]) -> tuple[int, int]:
-    x, y, w, h = box
-    return x + w // 2, y + h // 2
-
-
-class SimpleDataEntryExpert:
-    """Solves SimpleDataEntry episodes from the oracle state.
-
-    Methods:
-        next_action(oracle): the next action given the current ``/oracle`` JSON.
-        reset(): forget the macro in progress (call at every episode start).
-    """
+class SimpleDataEntryExpert(MacroExpert):
+    """Solves SimpleDataEntry episodes from the oracle state (see :class:`MacroExpert`)."""
 
     def __init__(self, mode: Literal["type", "copy_paste"] = "type") -> None:
         if mode not in ("type", "copy_paste"):
             raise ValueError(f"mode: expected 'type' or 'copy_paste', got {mode!r}")
+        super().__init__()
         self.mode = mode
-        self._queue: deque[Action] = deque()
-
-    def reset(self) -> None:
-        self._queue.clear()
-
-    def next_action(self, oracle: Mapping[str, Any]) -> Action:
-        if not self._queue:
-            self._queue.extend(self._plan(oracle))
-        return self._queue.popleft()
 
     def _plan(self, o: Mapping[str, Any]) -> list[Action]:
         done = {s["row_index"] for s in o["submissions"] if s["row_index"] is not None}
@@ -55,7 +37,7 @@ class SimpleDataEntryExpert:
         if not remaining:
             return [Action(ActionType.FINISH)]
         if o["view"] == "done":
-            return [Action(ActionType.LEFT_CLICK, *_centre(o["submit_another_link"]))]
+            return [Action(ActionType.LEFT_CLICK, *box_centre(o["submit_another_link"]))]
         row, values = remaining[0]
         for field, value in zip(INPUT_IDS, values, strict=True):
             current = o["inputs"][field]["value"]
@@ -64,7 +46,7 @@ class SimpleDataEntryExpert:
             cell = _visible_cell(o, row, INPUT_IDS.index(field))
             if cell is None:
                 return [_scroll_towards(o, row)]
-            input_xy = _centre(o["inputs"][field]["box"])
+            input_xy = box_centre(o["inputs"][field]["box"])
             if self.mode == "type":
                 clear = [Action(ActionType.KEYS, keys="ctrl+a")] if current else []
                 return [
@@ -73,13 +55,13 @@ class SimpleDataEntryExpert:
                     Action(ActionType.TYPE, text=value),
                 ]
             return [
-                Action(ActionType.LEFT_CLICK, *_centre(cell)),
+                Action(ActionType.LEFT_CLICK, *box_centre(cell)),
                 Action(ActionType.KEYS, keys="ctrl+c"),
                 Action(ActionType.LEFT_CLICK, *input_xy),
                 Action(ActionType.KEYS, keys="ctrl+a"),
                 Action(ActionType.KEYS, keys="ctrl+v"),
             ]
-        return [Action(ActionType.LEFT_CLICK, *_centre(o["submit_button"]))]
+        return [Action(ActionType.LEFT_CLICK, *box_centre(o["submit_button"]))]
 
 
 def _visible_cell(o: Mapping[str, Any], data_index: int, column: int) -> list[int] | None:
