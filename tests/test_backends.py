@@ -19,6 +19,7 @@ from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import SessionClient
 from uirl_gym.runtimes.base import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig, descendant_pids
+from uirl_gym.server.chromium import is_headless_shell
 from uirl_gym.server.keyboard import describe
 
 
@@ -49,6 +50,11 @@ def test_health_names_the_backend_and_the_browser(client: SessionClient) -> None
     health = client.health()
     assert health["browser_backend"] == os.environ.get("UIRL_BROWSER_BACKEND", "cdp")
     assert os.access(health["browser_executable"], os.X_OK)
+    # The CDP backend draws frames on demand exactly when it runs the headless shell.
+    on_demand = health["browser_backend"] == "cdp" and is_headless_shell(
+        health["browser_executable"]
+    )
+    assert health["frames_on_demand"] is on_demand
 
 
 def test_a_reset_right_after_a_reset_is_a_fresh_episode(client: SessionClient) -> None:

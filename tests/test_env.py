@@ -214,10 +214,18 @@ def test_session_failure_truncates_and_next_reset_recovers(
     if victim == "server":
         os.killpg(server_pid, signal.SIGKILL)
     else:
+        killed = 0
         for pid in descendant_pids(server_pid):
-            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
-            if b"chrom" in cmd[0] and not any(a.startswith(b"--type=") for a in cmd):
+            try:  # short-lived helpers (a zygote's fork) may be gone already
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read()
+            except FileNotFoundError:
+                continue
+            # Chromium's children rewrite their command line into one string: the
+            # browser process is the one without a --type switch anywhere.
+            if b"chrom" in cmd.split(b"\0")[0] and b"--type=" not in cmd:
                 os.kill(pid, signal.SIGKILL)
+                killed += 1
+        assert killed == 1
     obs, reward, terminated, truncated, info = env.step(Action(ActionType.LEFT_CLICK, 10, 10))
     assert truncated and not terminated and "error" in info
     assert obs["screenshot"].shape == (800, 1280, 3)

@@ -220,6 +220,8 @@ async def health(request: Request) -> JSONResponse:
         "browser_launches": state.browser.launches,
         "browser_backend": state.config.backend.value,
         "browser_executable": state.browser.executable_path,
+        # The CDP backend on the headless shell draws frames only when it captures.
+        "frames_on_demand": getattr(state.browser, "frames_on_demand", False),
         "session_id": state.session_id,
         "task": state.task.name,
         "episode": state.task.episode_id,

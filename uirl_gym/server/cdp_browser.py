@@ -16,6 +16,14 @@ What it does the way Playwright does, so that the page sees the same events:
   and focus emulated per page;
 - the submission binding: ``Runtime.addBinding`` plus a page script that turns
   ``window.uirlRecord(event)`` into a promise, resolved once the server recorded it.
+
+Frames on demand (the headless shell): Chromium draws a frame only when the server
+asks for one (``HeadlessExperimental.beginFrame``), and a screenshot is taken from the
+frame drawn for it. A capture then costs one frame's work and no wait for the next
+vsync tick (~3 ticks, ~50 ms, per capture otherwise), and a session draws nothing
+between steps: no CPU for a blinking caret or a CSS animation while the agent thinks.
+The full Chromium has no such mode; it draws at 60 Hz and is captured with
+``Page.captureScreenshot``.
 """
 
 from __future__ import annotations
@@ -61,6 +69,13 @@ CHROMIUM_ARGS = (
 )
 # More Chromium switches, for experiments (space-separated, shell quoting).
 EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
+# Frames on demand (see the module's docstring).
+FRAME_CONTROL_ARGS = ("--enable-begin-frame-control", "--run-all-compositor-stages-before-draw")
+# "0" draws at 60 Hz with the headless shell too (for comparisons and odd apps).
+FRAME_CONTROL_ENV_VAR = "UIRL_FRAMES_ON_DEMAND"
+# Input Chromium delivers to the page with the next frame (rAF-aligned): under frame
+# control the server must draw frames until the event is taken.
+_FRAME_ALIGNED_MOUSE_EVENTS = frozenset({"mouseMoved"})
 RECORD_BINDING = "uirlRecord"
 _RAW_BINDING = "__uirlRecordRaw"
 # Runs in every new document before the app's scripts: only this closure keeps the raw
@@ -92,6 +107,43 @@ _SETTLE_JS = """(async () => {
   }
   return document.readyState === "complete" && window.uirlEpisode !== undefined;
 })()"""
+# A wheel notch under frames on demand: Chromium's own wheel path never finishes a frame
+# when the scroller under the pointer holds a sticky table header (measured: Chromium
+# 156's headless shell, ``beginFrame`` unanswered), so the page gets what a wheel gives
+# it: a cancelable ``wheel`` event at the pointer, then the whole delta scrolls the
+# innermost element that can scroll that way and lets the user scroll it (Chromium's
+# wheel latching), else the page.
+_WHEEL_JS = """(({x, y, dx, dy}) => {
+  const target = document.elementFromPoint(x, y) || document.documentElement;
+  const wheel = new WheelEvent("wheel", {bubbles: true, cancelable: true, composed: true,
+    clientX: x, clientY: y, screenX: x, screenY: y, deltaX: dx, deltaY: dy, deltaMode: 0,
+    view: window});
+  if (!target.dispatchEvent(wheel)) return "prevented";
+  const root = document.scrollingElement || document.documentElement;
+  const userScrolls = (el, axis) => {
+    if (el === root) {
+      const html = getComputedStyle(document.documentElement)[axis];
+      const body = document.body ? getComputedStyle(document.body)[axis] : "visible";
+      return (html === "visible" ? body : html) !== "hidden" && html !== "clip";
+    }
+    return ["auto", "scroll", "overlay"].includes(getComputedStyle(el)[axis]);
+  };
+  const room = (el) => ({
+    x: dx < 0 ? el.scrollLeft : el.scrollWidth - el.clientWidth - el.scrollLeft,
+    y: dy < 0 ? el.scrollTop : el.scrollHeight - el.clientHeight - el.scrollTop,
+  });
+  for (let el = target; el; el = el.parentElement || (el !== root ? root : null)) {
+    const r = room(el);
+    const xs = dx !== 0 && r.x >= 1 && userScrolls(el, "overflowX");
+    const ys = dy !== 0 && r.y >= 1 && userScrolls(el, "overflowY");
+    if (xs || ys) {
+      el.scrollBy({left: xs ? dx : 0, top: ys ? dy : 0, behavior: "instant"});
+      return "scrolled";
+    }
+    if (el === root) break;
+  }
+  return "nothing to scroll";
+})"""
 _TWO_FRAMES_JS = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
 _NAVIGATION_ERRORS = ("context was destroyed", "Cannot find context", "navigated or closed")
 _BUTTON_BITS = {"left": 1, "right": 2, "middle": 4}
@@ -153,24 +205,31 @@ class CdpBrowserSession:
         self._mouse = (0, 0)
         self.alive = False
         self.launches = 0
+        self.frames_on_demand = (
+            is_headless_shell(executable_path)
+            and headless
+            and os.environ.get(FRAME_CONTROL_ENV_VAR, "1") != "0"
+        )
 
     # -- the browser -------------------------------------------------------------------
 
     async def start(self) -> None:
         t0 = time.perf_counter()
         extra = shlex.split(os.environ.get(EXTRA_ARGS_ENV_VAR, ""))
+        frame_args = FRAME_CONTROL_ARGS if self.frames_on_demand else ()
         self._process = await ChromiumProcess.launch(
-            self.executable_path, [*CHROMIUM_ARGS, *extra], headless=self.headless
+            self.executable_path, [*CHROMIUM_ARGS, *frame_args, *extra], headless=self.headless
         )
         self._process.connection.on("__closed__", self._on_closed)
         self.alive = True
         self.launches += 1
         kind = "headless shell" if is_headless_shell(self.executable_path) else "full Chromium"
         logger.info(
-            "Chromium up in %.2fs over CDP (%s: %s)",
+            "Chromium up in %.2fs over CDP (%s: %s; frames %s)",
             time.perf_counter() - t0,
             kind,
             self.executable_path,
+            "on demand" if self.frames_on_demand else "at 60 Hz",
         )
         # The first episode's context is prepared while the server finishes starting.
         self._spare = asyncio.create_task(self._new_tab())
@@ -189,6 +248,7 @@ class CdpBrowserSession:
         await self._close_browser()
 
     async def _close_browser(self) -> None:
+        self.alive = False  # background work started before this makes no new context
         if self._spare is not None:
             self._spare.cancel()
             self._spare = None
@@ -229,6 +289,7 @@ class CdpBrowserSession:
                     "browserContextId": context_id,
                     "width": SCREEN_WIDTH,
                     "height": SCREEN_HEIGHT,
+                    "enableBeginFrameControl": self.frames_on_demand,
                 },
             )
         )["targetId"]
@@ -491,7 +552,28 @@ class CdpBrowserSession:
         await self._settle()
 
     async def _input(self, method: str, params: dict[str, Any]) -> None:
-        await self._cdp.send(method, params, session_id=self._current().session_id)
+        session_id = self._current().session_id
+        if not (self.frames_on_demand and params.get("type") in _FRAME_ALIGNED_MOUSE_EVENTS):
+            await self._cdp.send(method, params, session_id=session_id)
+            return
+        sent = asyncio.ensure_future(self._cdp.send(method, params, session_id=session_id))
+        frames = 0
+        while not sent.done():
+            await self._begin_frame()
+            frames += 1
+            # A frame begun before the event reached the renderer does not deliver it
+            # (about half the time): the next one does, so the first frames follow each
+            # other closely (one without damage costs ~1 ms); should more be needed
+            # (a loaded machine), draw at 60 Hz, as a display would, until Chromium
+            # acknowledges the event (or the command times out).
+            await asyncio.wait({sent}, timeout=0.003 if frames < 4 else 0.016)
+        await sent
+
+    async def _begin_frame(self, screenshot: dict[str, Any] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {} if screenshot is None else {"screenshot": screenshot}
+        return await self._cdp.send(
+            "HeadlessExperimental.beginFrame", params, session_id=self._current().session_id
+        )
 
     async def _mouse_move(self, x: int, y: int) -> None:
         self._mouse = (x, y)
@@ -554,10 +636,14 @@ class CdpBrowserSession:
             action.direction.value  # type: ignore[union-attr]
         ]
         x, y = self._mouse
-        await self._input(
-            "Input.dispatchMouseEvent",
-            {"type": "mouseWheel", "x": x, "y": y, "deltaX": dx, "deltaY": dy},
-        )
+        if self.frames_on_demand:
+            wheel = {"x": x, "y": y, "dx": dx, "dy": dy}
+            await self._eval(f"{_WHEEL_JS}({orjson.dumps(wheel).decode()})")
+        else:
+            await self._input(
+                "Input.dispatchMouseEvent",
+                {"type": "mouseWheel", "x": x, "y": y, "deltaX": dx, "deltaY": dy},
+            )
         # The wheel scroll is applied on the compositor after the event is dispatched.
         await self.settle_frame()
 
@@ -673,6 +759,10 @@ class CdpBrowserSession:
 
     async def settle_frame(self) -> None:
         """Wait until a frame has been produced after this call (two animation frames)."""
+        if self.frames_on_demand:
+            for _ in range(2):
+                await self._begin_frame()
+            return
         await self._eval(_TWO_FRAMES_JS)
 
     async def capture(self, fmt: ImageFormat = ImageFormat.PNG, jpeg_quality: int = 90) -> bytes:
@@ -681,9 +771,17 @@ class CdpBrowserSession:
         params: dict[str, Any] = {"format": "png", "optimizeForSpeed": True}
         if fmt is ImageFormat.JPEG:
             params = {"format": "jpeg", "quality": jpeg_quality, "optimizeForSpeed": True}
-        result = await self._cdp.send("Page.captureScreenshot", params, session_id=tab.session_id)
+        if self.frames_on_demand:
+            encoded = (await self._begin_frame(params)).get("screenshotData")
+            if encoded is None:
+                raise CdpError("the frame came without a screenshot", method="beginFrame")
+        else:
+            result = await self._cdp.send(
+                "Page.captureScreenshot", params, session_id=tab.session_id
+            )
+            encoded = result["data"]
         self._run_after_capture()
-        data = base64.b64decode(result["data"])
+        data = base64.b64decode(encoded)
         if fmt is ImageFormat.RAW:
             return _png_to_rgb(data)
         return data

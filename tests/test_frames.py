@@ -1,0 +1,113 @@
+"""Frames on demand (the CDP backend on the headless shell): Chromium draws a frame only
+when the server captures, and a scroll lands where Chromium's own wheel puts it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.server.cdp_browser import FRAME_CONTROL_ENV_VAR, CdpBrowserSession
+from uirl_gym.server.chromium import find_browser, is_headless_shell
+
+# Nested scrollers, a scroller whose table header is sticky (Chromium's wheel never
+# finishes a frame over it under frame control), one whose wheel listener cancels the
+# scroll, and a page taller than the screen.
+PAGE = b"""<!doctype html><html><head><style>
+body { margin: 0; font: 14px sans-serif; }
+.tall { height: 1000px; }
+#outer { height: 300px; width: 400px; overflow: auto; }
+#inner { height: 150px; overflow: auto; background: #eef; }
+#sheet { height: 200px; width: 400px; overflow-y: scroll; }
+#sheet th { position: sticky; top: 0; background: #ddd; }
+#sheet td { height: 24px; }
+#blocker { height: 100px; width: 400px; overflow: auto; background: #fee; }
+</style></head><body>
+<div id="outer"><div id="inner"><div class="tall">inner</div></div><div class="tall">outer</div></div>
+<div id="sheet"><table><thead><tr><th>header</th></tr></thead><tbody id="rows"></tbody></table></div>
+<div id="blocker"><div class="tall">cancels its wheel</div></div>
+<div style="height: 2000px">page</div>
+<script>
+for (let i = 0; i < 60; i++) rows.insertRow().insertCell().textContent = "row " + i;
+blocker.addEventListener("wheel", (e) => e.preventDefault(), {passive: false});
+window.uirlEpisode = 0;
+window.uirlLoad = () => { window.uirlEpisode += 1; };
+window.uirlInspect = () => ({inner: inner.scrollTop, outer: outer.scrollTop,
+  sheet: sheet.scrollTop, blocker: blocker.scrollTop, page: Math.round(scrollY)});
+</script></body></html>"""
+
+
+class _PageHandler(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(PAGE)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def page_url() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _PageHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/app"
+    finally:
+        server.shutdown()
+
+
+def scroll(x: int, y: int, amount: int = 1, direction: str = "down") -> Action:
+    return Action(ActionType.SCROLL, x, y, direction=direction, amount=amount)
+
+
+# (action, where every scroller is after it): down the inner scroller to its end (850),
+# on to the outer one (a new wheel is latched to the first scroller with room left),
+# the sticky-header sheet, the cancelling scroller, then the page; and back up.
+SCRIPT = [
+    (scroll(100, 50, 3), {"inner": 300, "outer": 0}),
+    (scroll(100, 50, 6), {"inner": 850, "outer": 0}),
+    (scroll(100, 50, 2), {"inner": 850, "outer": 200}),
+    (scroll(100, 400, 2), {"sheet": 200}),
+    (scroll(100, 560, 2), {"blocker": 0, "page": 0}),
+    (scroll(700, 400, 3), {"page": 300}),
+    (scroll(700, 400, 1, "up"), {"page": 200}),
+]
+
+
+async def _play(url: str, executable: str) -> tuple[bool, list[dict[str, int]], bytes]:
+    browser = CdpBrowserSession(url, executable)
+    await browser.start()
+    try:
+        await browser.new_episode({})
+        states = []
+        for action, _ in SCRIPT:
+            await asyncio.wait_for(browser.act(action), 20)
+            states.append(await browser.inspect())
+        return browser.frames_on_demand, states, await browser.capture()
+    finally:
+        await browser.stop()
+
+
+def test_a_scroll_under_frames_on_demand_lands_where_chromiums_wheel_does(
+    page_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    executable = find_browser()
+    if not is_headless_shell(executable):
+        pytest.skip(f"frames on demand need the headless shell; found {executable}")
+    on_demand, states, png = asyncio.run(_play(page_url, executable))
+    assert on_demand
+    assert png.startswith(b"\x89PNG")
+    for (action, expected), state in zip(SCRIPT, states, strict=True):
+        assert {k: state[k] for k in expected} == expected, (action, state)
+    # Chromium's own wheel (frames at 60 Hz) ends every step in the same place.
+    monkeypatch.setenv(FRAME_CONTROL_ENV_VAR, "0")
+    on_demand, native, _ = asyncio.run(_play(page_url, executable))
+    assert not on_demand
+    assert native == states
