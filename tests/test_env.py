@@ -357,7 +357,7 @@ def test_the_env_pays_what_the_tasks_scorer_says(
         env.close()
 
 
-def test_an_env_refuses_a_session_running_another_task(
+def test_an_env_asks_the_session_for_its_task_and_a_session_refuses_one_it_lacks(
     runtime: LocalRuntime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from uirl_gym import tasks
@@ -365,9 +365,9 @@ def test_an_env_refuses_a_session_running_another_task(
     spec = tasks.TASKS["simple_data_entry"]
     other = dataclasses.replace(spec, name="other_task", env_id="uirl/Other-v0")
     monkeypatch.setitem(tasks.TASKS, "other_task", other)
-    env = UIEnv(runtime=runtime, task="other_task")  # the runtime's servers run another
+    env = UIEnv(runtime=runtime, task="other_task")  # the servers do not know it
     try:
-        with pytest.raises(ValueError, match="the session runs task 'simple_data_entry'"):
+        with pytest.raises(ValueError, match="reset refused: task: unknown task 'other_task'"):
             env.reset(seed=0)
     finally:
         env.close()

@@ -156,8 +156,9 @@ def _start_episodes(
             seed=spec.seed,
             options=dict(spec.options),
             instruction=obs["instruction"],
-            target_rows=list(info["target_rows"]),
+            target_rows=list(info.get("target_rows", [])),
             group_id=spec.group_id,
+            task=info["task"],
         )
         running[i] = (spec_index, episode, obs)
 

@@ -73,7 +73,7 @@ class Episode:
         agent: the policy's name.
         seed, options: the reset arguments (same seed + options = same task instance).
         group_id: episodes of one GRPO group share it (None outside GRPO).
-        instruction, target_rows: what was asked.
+        instruction: what was asked; target_rows: SimpleDataEntry's rows (else empty).
         steps: the steps, in order.
         success: all target rows submitted, none wrong (the env's ``is_success``).
         error: the session failure that ended the episode, if any.
@@ -89,6 +89,7 @@ class Episode:
     success: bool = False
     error: str | None = None
     group_id: str | None = None
+    task: str = "simple_data_entry"  # runs written before multi-task runs hold no task
 
     @property
     def total_reward(self) -> float:

@@ -173,10 +173,16 @@ class SessionClient:
         return self._request("GET", "/health", idempotent=True).json()
 
     def reset(
-        self, seed: int | None = None, options: dict[str, Any] | None = None
+        self,
+        seed: int | None = None,
+        options: dict[str, Any] | None = None,
+        task: str | None = None,
     ) -> dict[str, Any]:
-        """Start a new episode; returns ``{"instruction", "episode", "session_id", ...}``."""
-        body = {"seed": seed, "options": options or {}}
+        """Start a new episode (of ``task``; None: the session's current task); returns
+        ``{"instruction", "episode", "session_id", "task", ...}``."""
+        body: dict[str, Any] = {"seed": seed, "options": options or {}}
+        if task is not None:
+            body["task"] = task
         return self._request("POST", "/reset", idempotent=True, json=body).json()
 
     def act(self, action: Action, *, delay_s: float = 0.0) -> np.ndarray:

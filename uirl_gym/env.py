@@ -15,6 +15,7 @@ reason) raises :class:`ResetNeededError`; any call after ``close()`` raises
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -78,17 +79,25 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         observation_space: see :func:`observation_space`.
         action_space: see :func:`uirl_gym.actions.action_space`; ``step`` also takes an
             :class:`~uirl_gym.actions.Action` or a plain dict.
-        task: the task id the session runs (``uirl_gym.tasks.TASKS``).
+        task: the env's task id (``uirl_gym.tasks.TASKS``): every episode's, unless
+            ``tasks`` or a reset's ``options["task"]`` names another.
+        tasks: task id -> sampling weight: each reset without ``options["task"]`` draws
+            its task from these (with the env's RNG: a seed gives the same task).
+        task_options: task id -> default reset options for that task's episodes
+            (``default_options`` are the ``task``'s).
         reward_mode: ``"sparse"`` (the task's record only) or ``"dense"`` (plus the
             task's shaping).
-        rewards: the task's reward config (SimpleDataEntry: :class:`RewardConfig`).
+        rewards: the reward config of ``task``'s episodes (SimpleDataEntry:
+            :class:`RewardConfig`); other tasks' episodes take their defaults.
         session: the session in use (None before the first reset).
 
     Methods:
         reset(seed=None, options=None): the task's options (SimpleDataEntry: ``rows``,
             0-based data rows to copy, ``num_rows``, ``data_seed``, ``num_data_rows``),
-            and ``split`` (``"train"`` or ``"test"``, default: the env's ``split``):
-            the range the episode's task seed is drawn from (``uirl_gym.tasks.SPLITS``).
+            ``split`` (``"train"`` or ``"test"``, default: the env's ``split``): the
+            range the episode's task seed is drawn from (``uirl_gym.tasks.SPLITS``),
+            and ``task``: the episode's task (any session serves any task). ``info``
+            names the episode's ``task``.
         step(action): act, then reward from the task's record.
         oracle(): privileged state for scripted experts (never part of observations).
         close(): give the session back; stop the runtime if this env made it.
@@ -103,6 +112,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         runtime: Runtime | None = None,
         base_url: str | None = None,
         task: str = "simple_data_entry",
+        tasks: Mapping[str, float] | None = None,
+        task_options: Mapping[str, Mapping[str, Any]] | None = None,
         split: str = "train",
         reward_mode: Literal["sparse", "dense"] = "sparse",
         rewards: Any = None,
@@ -119,6 +130,10 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self.render_mode = render_mode
         self.task = task
         self._spec = task_spec(task)
+        self.tasks = _task_weights(tasks)
+        self.task_options = {name: dict(o) for name, o in (task_options or {}).items()}
+        for name in self.task_options:
+            task_spec(name)
         split_range(split)
         self.split = split
         self.reward_mode = reward_mode
@@ -137,6 +152,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._obs: dict[str, Any] | None = None
         self._episode: _EpisodeRecord | None = None
         self._closed = False
+        # The task of the episode running (or last run); None before the first reset.
+        self.episode_task: str | None = None
         # Wall times of the last reset or step (kept out of info, which must be
         # deterministic for a given seed and actions).
         self.timings: dict[str, float] = {}
@@ -203,17 +220,32 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         # leave it steppable on a replacement session.
         self._episode = None
         super().reset(seed=seed)
-        task_options = {**self.default_options, **(options or {})}
+        asked = dict(options or {})
+        # The episode's task goes to the session, which switches to it if it ran
+        # another (a pooled session may have served another env).
+        name = asked.pop("task", None)
+        if name is None and self.tasks:
+            names = list(self.tasks)
+            weights = np.array([self.tasks[n] for n in names])
+            name = names[int(self.np_random.choice(len(names), p=weights / weights.sum()))]
+        task = self.task if name is None else name
+        spec = task_spec(task)
+        task_options = {
+            **(self.default_options if task == self.task else {}),
+            **self.task_options.get(task, {}),
+            **asked,
+        }
         split = task_options.pop("split", self.split)
         seeds = split_range(split)
         task_seed = seeds.start + int(self.np_random.integers(len(seeds)))
-        self._spec.check_options(task_options)
+        spec.check_options(task_options)
+        rewards = self.rewards if task == self.task else spec.rewards()
         for attempt in range(1, RESET_ATTEMPTS + 1):
             client = self._ensure_session()
             t0 = time.perf_counter()
             try:
-                started = client.reset(task_seed, task_options)
-                self._check_task(started)
+                started = client.reset(task_seed, task_options, task=task)
+                self._check_task(started, task)
                 # The screenshot's response carries the task record (one round trip).
                 screenshot, progress = client.act_with_progress(Action(ActionType.SCREENSHOT))
                 break
@@ -225,12 +257,14 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 if attempt == RESET_ATTEMPTS:
                     raise
         self._obs = {"screenshot": screenshot, "instruction": started["instruction"]}
-        scorer = self._spec.scorer(progress, self.rewards)
-        self._episode = _EpisodeRecord(scorer)
+        scorer = spec.scorer(progress, rewards)
+        self._episode = _EpisodeRecord(scorer, rewards)
+        self.episode_task = task
         self._episode.potential = self._potential() if self.reward_mode == "dense" else 0.0
         info = {
             **scorer.reset_info(),
             "progress": _task_record(progress),
+            "task": task,
             "task_seed": task_seed,
             "split": split,
         }
@@ -294,20 +328,20 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
     def _invalid(self, message: str, info: dict[str, Any]) -> tuple[Any, ...]:
         assert self._episode is not None
         info.update(self._episode.scorer.status(), invalid_action=message)
-        return self._obs, -self.rewards.invalid_action, False, False, info
+        return self._obs, -self._episode.rewards.invalid_action, False, False, info
 
     def _potential(self) -> float:
         """Dense mode: the task's shaping potential of the current page."""
         assert self._episode is not None and self._client is not None
         return self._episode.scorer.potential(self._client.oracle())
 
-    def _check_task(self, started: Mapping[str, Any]) -> None:
-        """The session runs this env's task (servers that do not say are trusted)."""
-        running = started.get("task", self.task)
-        if running != self.task:
+    def _check_task(self, started: Mapping[str, Any], task: str) -> None:
+        """The session runs the episode's task (servers that do not say are trusted)."""
+        running = started.get("task", task)
+        if running != task:
             raise ValueError(
-                f"the session runs task {running!r}, this env scores {self.task!r}: make the "
-                f"env with task={running!r} (or a runtime whose config names {self.task!r})"
+                f"the session runs task {running!r}, this episode is scored as {task!r}: make "
+                f"the env with task={running!r} (or reset with options={{'task': {task!r}}})"
             )
 
     def oracle(self) -> dict[str, Any]:
@@ -355,9 +389,24 @@ def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in progress.items() if k != "episode"}
 
 
+def _task_weights(tasks: Mapping[str, float] | None) -> dict[str, float]:
+    """Checked sampling weights (``ValueError``: unknown task, or a weight not > 0)."""
+    weights = {}
+    for name, weight in (tasks or {}).items():
+        task_spec(name)
+        number = isinstance(weight, int | float) and not isinstance(weight, bool)
+        if not number or not (0 < weight < math.inf):
+            raise ValueError(
+                f"tasks[{name!r}]: a weight must be a finite number > 0, got {weight!r}"
+            )
+        weights[name] = float(weight)
+    return weights
+
+
 @dataclass
 class _EpisodeRecord:
     scorer: EpisodeScorer
+    rewards: Any
     potential: float = 0.0
     # "terminated" or "truncated" once the episode has ended; stepping on then raises.
     ended: str | None = None

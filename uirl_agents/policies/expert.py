@@ -8,6 +8,7 @@ demonstrations a model can be fine-tuned on with the same code as its own rollou
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -23,10 +24,11 @@ class ExpertPolicy:
 
     Args:
         oracle: ``oracle(env_index)`` returns that sub-env's ``/oracle`` state.
-        task: the task the sub-envs run.
+        task: the task the sub-envs run, or ``task(env_index)``: that sub-env's
+            current episode's task (multi-task runs).
         format: write steps in this model format (for demonstrations); None: actions only.
-        mode: the expert's mode, for experts that have one (SimpleDataEntry: how it
-            fills fields, ``type`` or ``copy_paste``); None: its default.
+        mode: the expert's mode, given to the experts that take one (SimpleDataEntry:
+            how it fills fields, ``type`` or ``copy_paste``); None: their default.
         max_images: screenshots per prompt when ``format`` is given.
     """
 
@@ -36,7 +38,7 @@ class ExpertPolicy:
         self,
         oracle: Callable[[int], dict[str, Any]],
         *,
-        task: str = "simple_data_entry",
+        task: str | Callable[[int], str] = "simple_data_entry",
         format: ModelFormat | None = None,
         mode: str | None = None,
         max_images: int = 1,
@@ -44,15 +46,19 @@ class ExpertPolicy:
         self.oracle = oracle
         self.mode = mode
         self.format = format
-        self._make_expert = task_spec(task).expert
+        self._task_of = task if callable(task) else (lambda _i, name=task: name)
+        if not callable(task):
+            task_spec(task)  # an unknown task fails here, not at the first episode
         self._contexts = EpisodeContexts(format, max_images=max_images) if format else None
         self._experts: dict[int, Any] = {}
 
-    def _new_expert(self) -> Any:
-        return self._make_expert(**({} if self.mode is None else {"mode": self.mode}))
+    def _new_expert(self, env_index: int) -> Any:
+        make = task_spec(self._task_of(env_index)).expert
+        takes_mode = "mode" in inspect.signature(make).parameters
+        return make(**({"mode": self.mode} if takes_mode and self.mode is not None else {}))
 
     def begin_episode(self, env_index: int) -> None:
-        self._experts[env_index] = self._new_expert()
+        self._experts[env_index] = self._new_expert(env_index)
         if self._contexts is not None:
             self._contexts.begin_episode(env_index)
 
@@ -62,7 +68,7 @@ class ExpertPolicy:
         steps = []
         for obs, i in zip(observations, env_indices, strict=True):
             t0 = time.perf_counter()
-            expert = self._experts.get(i) or self._experts.setdefault(i, self._new_expert())
+            expert = self._experts.get(i) or self._experts.setdefault(i, self._new_expert(i))
             action = expert.next_action(self.oracle(i))
             step = PolicyStep(action=action)
             if self._contexts is not None and self.format is not None:

@@ -204,18 +204,28 @@ def derive_specs(
     """
     rng = np.random.default_rng([seed, stream, iteration, rank])
     offset = EVAL_SEED_OFFSET if stream == EVAL_STREAM else 0
+    tasks = sorted(env.tasks or {})
+    weights = np.array([env.tasks[t] for t in tasks]) if env.tasks else None
     specs = []
     for g in range(num_groups):
         task_seed = offset + int(rng.integers(2**31))
         if env.task_seed is not None and stream != EVAL_STREAM:
             task_seed = env.task_seed
-        if env.rows is not None:
-            options: dict[str, Any] = {"rows": list(env.rows)}
+        # A group is one task instance: its episodes share the task, seed and options.
+        task = "simple_data_entry"
+        if weights is not None:
+            task = tasks[int(rng.choice(len(tasks), p=weights / weights.sum()))]
+        if task != "simple_data_entry":
+            options: dict[str, Any] = dict((env.task_options or {}).get(task, {}))
+        elif env.rows is not None:
+            options = {"rows": list(env.rows)}
         elif env.row_pool is not None:
             rows = rng.choice(sorted(set(env.row_pool)), size=env.num_rows, replace=False)
             options = {"rows": sorted(int(x) for x in rows)}
         else:
             options = {"num_rows": env.num_rows}
+        if weights is not None:
+            options["task"] = task
         if stream == EVAL_STREAM:  # instances from the split no training run samples
             options["split"] = "test"
         group_id = f"{tag}{iteration}-r{rank}-g{g}"

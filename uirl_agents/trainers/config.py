@@ -113,6 +113,16 @@ class EnvConfig:
     """The sessions each process runs and the task instances they get."""
 
     num_envs: int = param(4, help="Sub-envs (browser sessions) per process.")
+    tasks: dict[str, float] | None = param(
+        None,
+        help="Task id -> sampling weight: each task instance (a GRPO group) draws its task "
+        "(docs/tasks.md); None: simple_data_entry only.",
+    )
+    task_options: dict[str, dict[str, Any]] | None = param(
+        None,
+        help="Task id -> reset options of that task's episodes (e.g. form_fill: "
+        "{num_fields: 4}); simple_data_entry's come from rows/num_rows/row_pool.",
+    )
     rows: list[int] | None = param(
         None, help="0-based data rows every episode copies (a fixed task); None: drawn."
     )
@@ -252,7 +262,9 @@ class RSSection:
         "iteration 0's data, over all processes.",
     )
     expert_mode: Literal["type", "copy_paste"] = param(
-        "type", help="How the expert fills fields: type the value, or copy-paste the cell."
+        "type",
+        help="How SimpleDataEntry's expert fills fields: type the value, or copy-paste the "
+        "cell (other tasks' experts have one way).",
     )
     drop_unparsed_steps: bool = param(
         True,
@@ -336,6 +348,7 @@ class TrainConfig:
         _check(env.num_envs >= 1, "env.num_envs", ">= 1", env.num_envs)
         _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
         _check(env.num_rows >= 1, "env.num_rows", ">= 1", env.num_rows)
+        _check_tasks(env)
         if env.task_seed is not None:
             _check(
                 0 <= env.task_seed < 2**31,
@@ -439,3 +452,30 @@ class GRPOConfig(TrainConfig):
 def _check(ok: bool, name: str, expected: str, got: Any) -> None:
     if not ok:
         raise ValueError(f"{name}: expected {expected}, got {got!r}")
+
+
+def _check_tasks(env: EnvConfig) -> None:
+    """``env.tasks`` and ``env.task_options`` name known tasks, with weights > 0 and
+    options each task accepts (``ValueError`` before any session starts)."""
+    from uirl_gym.tasks import task_spec
+
+    for name, weight in (env.tasks or {}).items():
+        try:
+            task_spec(name)
+        except ValueError as exc:
+            raise ValueError(f"env.tasks: {exc}") from None
+        number = isinstance(weight, int | float) and not isinstance(weight, bool)
+        _check(number and 0 < weight < float("inf"), f"env.tasks.{name}", "a number > 0", weight)
+    for name, options in (env.task_options or {}).items():
+        if name == "simple_data_entry":
+            raise ValueError(
+                "env.task_options.simple_data_entry: its options come from env.rows, "
+                "env.num_rows and env.row_pool"
+            )
+        try:
+            spec = task_spec(name)
+            if not isinstance(options, dict):
+                raise ValueError(f"must be a mapping of reset options, got {options!r}")
+            spec.check_options({k: v for k, v in options.items() if k != "split"})
+        except ValueError as exc:
+            raise ValueError(f"env.task_options.{name}: {exc}") from None

@@ -158,24 +158,29 @@ def read_metrics(output_dir: str | Path) -> list[dict[str, float]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def episode_record(episode: Episode) -> tuple[float, float, int, int, float]:
-    """``(return, success, length, invalid steps, policy seconds)`` of one episode."""
+EpisodeRecord = tuple[float, float, int, int, float, str]
+
+
+def episode_record(episode: Episode) -> EpisodeRecord:
+    """``(return, success, length, invalid steps, policy seconds, task)`` of one episode."""
     return (
         episode.total_reward,
         float(episode.success),
         episode.length,
         episode.num_invalid,
         sum(s.policy_time_s for s in episode.steps),
+        episode.task,
     )
 
 
-def episode_metrics(records: Sequence[tuple[float, float, int, int, float]], prefix: str) -> dict:
-    """Means over episodes (records from every process) as ``{prefix}/...`` metrics."""
+def episode_metrics(records: Sequence[EpisodeRecord], prefix: str) -> dict[str, float]:
+    """Means over episodes (records from every process) as ``{prefix}/...`` metrics; with
+    several tasks, also per task as ``{prefix}/task/{task}/...``."""
     if not records:
         return {}
     n = len(records)
     steps = sum(r[2] for r in records)
-    return {
+    metrics = {
         f"{prefix}/reward_mean": sum(r[0] for r in records) / n,
         f"{prefix}/reward_max": max(r[0] for r in records),
         f"{prefix}/success_rate": sum(r[1] for r in records) / n,
@@ -183,6 +188,17 @@ def episode_metrics(records: Sequence[tuple[float, float, int, int, float]], pre
         f"{prefix}/invalid_action_rate": sum(r[3] for r in records) / max(1, steps),
         f"{prefix}/episodes": float(n),
     }
+    tasks = sorted({r[5] for r in records})
+    if len(tasks) > 1:
+        for task in tasks:
+            mine = [r for r in records if r[5] == task]
+            metrics |= {
+                f"{prefix}/task/{task}/reward_mean": sum(r[0] for r in mine) / len(mine),
+                f"{prefix}/task/{task}/success_rate": sum(r[1] for r in mine) / len(mine),
+                f"{prefix}/task/{task}/episode_length": sum(r[2] for r in mine) / len(mine),
+                f"{prefix}/task/{task}/episodes": float(len(mine)),
+            }
+    return metrics
 
 
 class Stopwatch:

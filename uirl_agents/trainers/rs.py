@@ -44,6 +44,7 @@ def collect_demonstrations(run: TrainingRun) -> list[Episode]:
     cfg = run.config
     expert = ExpertPolicy(
         lambda i: run.envs.envs[i].oracle(),
+        task=lambda i: run.envs.envs[i].episode_task,
         format=run.format,
         mode=cfg.rs.expert_mode,
         max_images=cfg.rollout.max_images,

@@ -1,4 +1,4 @@
-"""The session server: one task, one Chromium, the HTTP protocol of docs/protocol.md.
+"""The session server: one Chromium, any task, the HTTP protocol of docs/protocol.md.
 
 Requests that touch the browser (act, reset, oracle) are serialised by one lock: a
 session serves one agent. The task app records submissions through an in-browser
@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -36,7 +37,7 @@ from uirl_gym.server.guards import (
     parse_json_object,
     presented_token,
 )
-from uirl_gym.tasks import make_task
+from uirl_gym.tasks import make_task, task_spec
 from uirl_gym.tasks.base import Task, TaskOptionsError
 
 logger = logging.getLogger(__name__)
@@ -89,14 +90,19 @@ class SessionState:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         self.session_id = config.session_id or uuid.uuid4().hex[:12]
-        self.task: Task = make_task(config.task)
+        # Every task a reset has asked for (a session serves any task; --task is the
+        # one of the first episode): one object each, made on first use.
+        self.tasks: dict[str, Task] = {}
+        self.task: Task = self.task_named(config.task)
         self.token = config.token or new_session_token()
+        self._app_root = f"http://{_url_host(config.host)}:{config.port}/task/app"
         self.browser = make_browser_session(
             config.backend,
-            app_url=f"http://{_url_host(config.host)}:{config.port}/task/app",
+            app_url=self.app_url(self.task.name),
             executable_path=find_browser(config.browser, headless=config.headless),
             headless=config.headless,
-            record_event=self.task.handle_event,
+            # The task of the episode on the screen records the app's events.
+            record_event=lambda event: self.task.handle_event(event),
         )
         # What the backend raises when an action fails (caught by the routes).
         self.browser_errors = browser_errors(config.backend is BrowserBackend.PLAYWRIGHT)
@@ -105,11 +111,27 @@ class SessionState:
         self.ready = False
         self.instruction = ""
 
-    async def reset(self, seed: int | None, options: Mapping[str, Any]) -> dict[str, Any]:
+    def task_named(self, name: str) -> Task:
+        """This session's object for task ``name`` (``ValueError``: unknown task)."""
+        if name not in self.tasks:
+            self.tasks[name] = make_task(name)
+        return self.tasks[name]
+
+    def app_url(self, task: str) -> str:
+        return f"{self._app_root}?{urlencode({'task': task})}"
+
+    async def reset(
+        self, seed: int | None, options: Mapping[str, Any], task: str | None = None
+    ) -> dict[str, Any]:
         if not self.browser.alive:
             logger.warning("Chromium is down; starting a new one")
             await self.browser.restart()
-        episode = self.task.reset(seed, options)
+        target = self.task if task is None else self.task_named(task)
+        episode = target.reset(seed, options)
+        # The episode's app: the browser loads it into the prepared context if that
+        # one holds another task's app.
+        self.task = target
+        self.browser.app_url = self.app_url(target.name)
         await self.browser.new_episode(episode["app_state"])
         self.instruction = episode["instruction"]
         return {
@@ -235,9 +257,17 @@ async def reset(request: Request) -> JSONResponse:
     state: SessionState = request.app.state.session
     require_token(request, "POST /reset")
     body = await _json_body(request)
-    unknown = set(body) - {"seed", "options"}
+    unknown = set(body) - {"seed", "options", "task"}
     if unknown:
-        raise _bad_request(f"unknown field(s) {sorted(unknown)}; allowed: seed, options")
+        raise _bad_request(f"unknown field(s) {sorted(unknown)}; allowed: seed, options, task")
+    task = body.get("task")
+    if task is not None:
+        if not isinstance(task, str):
+            raise _bad_request(f"task: must be a task id (a string), got {task!r}")
+        try:
+            task_spec(task)
+        except ValueError as exc:
+            raise _bad_request(f"task: {exc}") from None
     seed = body.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise _bad_request(f"seed: must be an integer or null, got {seed!r}")
@@ -247,7 +277,7 @@ async def reset(request: Request) -> JSONResponse:
     t0 = time.perf_counter()
     async with state.lock:
         try:
-            result = await state.reset(seed, options)
+            result = await state.reset(seed, options, task)
         except TaskOptionsError as exc:
             raise _bad_request(f"options.{exc}") from None
         except state.browser_errors as exc:
@@ -326,7 +356,13 @@ async def oracle(request: Request) -> JSONResponse:
 @router.get("/task/app", response_class=HTMLResponse)
 async def task_app(request: Request) -> HTMLResponse:
     state: SessionState = request.app.state.session
-    return HTMLResponse(state.task.page_html(), headers={"Cache-Control": "no-store"})
+    name = request.query_params.get("task", state.task.name)
+    try:
+        task_spec(name)
+    except ValueError as exc:
+        raise HTTPException(status_code=404, detail=str(exc)) from None
+    page = state.task_named(name).page_html()
+    return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
 async def _first_episode(state: SessionState, timeout_s: float = 30.0) -> None:

@@ -198,6 +198,8 @@ class BrowserSession:
                 logger.warning("the prepared context failed (%s); making a new one", exc)
         if tab is None:
             tab = await self._new_tab()
+        elif tab.page.url != self.app_url:  # prepared with another task's app
+            await tab.page.goto(self.app_url, wait_until="load")
         old, self._tab = self._tab, tab
         if old is not None:
             self._close_in_background(old.context.close())

@@ -161,6 +161,7 @@ class _Tab:
     session_id: str
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     loading: bool = False
+    url: str = ""  # the app it was loaded with
     # execution context id -> (origin, frame id, is the frame's main world)
     contexts: dict[int, tuple[str, str, bool]] = field(default_factory=dict)
 
@@ -374,6 +375,7 @@ class CdpBrowserSession:
 
     async def _navigate(self, tab: _Tab, url: str) -> None:
         tab.loaded.clear()
+        tab.url = url
         result = await self._cdp.send(
             "Page.navigate", {"url": url}, session_id=tab.session_id, timeout_s=LOAD_TIMEOUT_S
         )
@@ -401,6 +403,8 @@ class CdpBrowserSession:
             raise CdpError("Chromium is not running")
         current = self._tab
         tab = await self._take_spare()
+        if tab.url != self.app_url:  # prepared with another task's app
+            await self._navigate(tab, self.app_url)
         self._tab = tab
         if current is not None:
             self._after_capture.append(lambda: self._dispose(current))
