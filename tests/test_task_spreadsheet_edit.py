@@ -6,6 +6,7 @@ import re
 import warnings
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -250,13 +251,13 @@ def test_env_refuses_bad_options_before_the_session(env: gym.Env) -> None:
         env.reset(seed=0, options={"rows": 4})
 
 
-def test_expert_solves_20_test_split_episodes(env: gym.Env) -> None:
-    """Every operation comes up (edits of each kind, inserts above and below, sorts both
-    ways); every fourth sheet is long enough to need scrolling."""
+def _expert_episodes(env: gym.Env, seeds: range) -> Counter[str]:
+    """The expert on each seed (every fourth sheet long enough to scroll); the
+    operations that came up."""
     seen: Counter[str] = Counter()
-    for seed in range(20):
+    for seed in seeds:
         options = {"split": "test", "num_edits": 3, "rows": 40 if seed % 4 == 0 else 12}
-        _obs, info = env.reset(seed=seed, options=options)
+        env.reset(seed=seed, options=options)
         goal = env.unwrapped.oracle()["goal"]
         seen.update(e["kind"] for e in goal["edits"])
         seen.update(f"insert {i['side']}" for i in goal["inserts"])
@@ -265,6 +266,22 @@ def test_expert_solves_20_test_split_episodes(env: gym.Env) -> None:
         total, info, _steps = play(env, SpreadsheetEditExpert())
         assert info["is_success"], (seed, info)
         assert total == pytest.approx(3 * (1.0 + 0.1)), (seed, total)  # paid + dense_goal
+    return seen
+
+
+@pytest.mark.slow  # about 200 steps, on two sessions at once
+def test_expert_solves_20_test_split_episodes(env: gym.Env, se_runtime: LocalRuntime) -> None:
+    """Every operation comes up: each kind of computed cell, inserts above and below,
+    sorts both ways."""
+    # Two sessions play ten episodes each: a step is a serial round trip (client,
+    # server, Chromium), so a second session uses the second core.
+    other = gym.make(ENV_ID, runtime=se_runtime, image_format="jpeg", reward_mode="dense")
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            halves = pool.map(_expert_episodes, (env, other), (range(0, 10), range(10, 20)))
+            seen = sum(halves, Counter())
+    finally:
+        other.close()
     assert set(seen) == {
         "total",
         "add",
@@ -302,8 +319,12 @@ def test_stray_changes_are_charged_and_the_expert_undoes_them(env: gym.Env) -> N
     env.step(click(o["visible_rows"][2]["cells"][1]))
     _obs, reward, *_rest, info = env.step(Action(ActionType.TYPE, text="Misc\n"))
     assert reward == pytest.approx(-0.5) and info["num_stray"] == 3
-    env.step(Action(ActionType.TYPE, text="Other"))
-    assert env.unwrapped.oracle()["editor"]["text"] == "Other"
+    o = env.unwrapped.oracle()
+    cell = o["visible_rows"][4]
+    env.step(Action(ActionType.DOUBLE_CLICK, *box_centre(cell["cells"][0])))  # edits in place
+    env.step(Action(ActionType.TYPE, text=" x"))
+    item = next(r["cells"][0] for r in o["sheet"]["rows"] if r["id"] == cell["id"])
+    assert env.unwrapped.oracle()["editor"]["text"] == f"{item} x"
     _obs, reward, *_rest, info = env.step(Action(ActionType.KEYS, keys="Escape"))
     assert reward == 0.0 and env.unwrapped.oracle()["editor"] is None
     # ctrl+z undoes the last change, refunding its charge.

@@ -1,14 +1,15 @@
 """SpreadsheetEdit's scripted expert: reads privileged state, acts only through agent actions.
 
-It scores the page's sheet against the goal (:func:`~uirl_gym.tasks.spreadsheet_edit.data.evaluate`)
-and plans the next short macro from what is wrong, in this order: close an editor or a
-menu it does not need; undo (``ctrl+z``) a deleted row or, when no sort is asked, a
-broken row order (nothing else can restore them); delete rows nobody asked for (right
-click on the row number, *Delete row*); set back changed cells; type the computed
-values; insert the asked rows (the Insert menu or the row number's context menu, by the anchor row)
-and type their values with Tab between cells; sort last (click the column letter, Data,
-*Sort sheet by column ...*). It re-plans after each macro, so it recovers from whatever
-the page shows; rows out of view are scrolled to first.
+It scores the page's sheet against the goal with the task's own
+:func:`~uirl_gym.tasks.spreadsheet_edit.data.evaluate` and plans the next short macro
+from what is wrong, in this order: close an editor it did not leave open; undo
+(``ctrl+z``) a deleted row or, when no sort is asked, a broken row order (nothing else
+can restore them); delete rows nobody asked for (right click on the row number,
+*Delete row*); set back changed cells; type the computed values; insert the asked rows
+(the Insert menu, or the row number's context menu for odd anchor rows) and type their
+values with Tab between cells; sort last (click the column letter, Data, *Sort sheet by
+column ...*). It re-plans after each macro, so it recovers from whatever the page
+shows; rows out of view are scrolled to first.
 """
 
 from __future__ import annotations
