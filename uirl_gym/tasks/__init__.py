@@ -22,6 +22,9 @@ from uirl_gym.tasks.settings_nav.task import SettingsNavTask
 from uirl_gym.tasks.simple_data_entry import score as simple_data_entry_score
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
+from uirl_gym.tasks.spreadsheet_edit import score as spreadsheet_edit_score
+from uirl_gym.tasks.spreadsheet_edit.expert import SpreadsheetEditExpert
+from uirl_gym.tasks.spreadsheet_edit.task import SpreadsheetEditTask
 
 # Task seeds by split: the env draws an episode's task seed from its split's range, so
 # that no test instance is ever trained on. "train" is the range every env used before
@@ -90,6 +93,15 @@ TASKS: dict[str, TaskSpec] = {
             scorer=form_fill_score.FormFillScorer,
             check_options=form_fill_score.check_options,
             expert=FormFillExpert,
+        ),
+        TaskSpec(
+            name="spreadsheet_edit",
+            env_id="uirl/SpreadsheetEdit-v0",
+            task=SpreadsheetEditTask,
+            rewards=spreadsheet_edit_score.RewardConfig,
+            scorer=spreadsheet_edit_score.SpreadsheetEditScorer,
+            check_options=spreadsheet_edit_score.check_options,
+            expert=SpreadsheetEditExpert,
         ),
     )
 }
