@@ -1,6 +1,8 @@
-"""Benchmark agents on uirl/SimpleDataEntry-v0 on local sessions.
+"""Benchmark agents on the uirl tasks on local sessions.
 
-Every agent plays the same episodes (seeds ``seed .. seed+episodes-1``, same rows).
+Every agent plays the same episodes: per task, seeds ``seed .. seed+episodes-1`` (and,
+on SimpleDataEntry, the same rows). With several tasks (``--task all``), the reports
+add a per-task table and the mean over tasks.
 Writes, under ``--out``: ``results.json``, ``results.md``, ``results.png`` (updated as
 each agent finishes) and, per agent, a run directory with ``summary.json`` and a
 replay, ``index.html``. ``--resume`` continues an interrupted run.
@@ -8,6 +10,7 @@ replay, ``index.html``. ``--resume`` continues an interrupted run.
     python scripts/evaluate.py --agent expert --agent random --agent hf:tiny \\
         --episodes 6 --num-envs 2 --rows 1-2 --out runs/eval
     python scripts/evaluate.py --agent openai:ui-tars@http://127.0.0.1:8000/v1 --episodes 50
+    python scripts/evaluate.py --agent expert --agent random --task all --episodes 10
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from uirl_agents.evaluate import (
     write_reports,
 )
 from uirl_agents.rollout import EpisodeSpec
-from uirl_gym.tasks import SPLITS
+from uirl_gym.tasks import SPLITS, TASKS, task_spec
 from uirl_gym.vector import SessionVectorEnv
 
 
@@ -50,15 +53,38 @@ def parse_rows(text: str) -> tuple[int, int]:
     return low, high
 
 
+def parse_tasks(text: str) -> list[str]:
+    if text == "all":
+        return sorted(TASKS)
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    try:
+        for name in names:
+            task_spec(name)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--task {text!r}: {exc}") from None
+    if not names:
+        raise argparse.ArgumentTypeError("--task: expected a task id, a comma list, or all")
+    return names
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--agent", action="append", required=True, help=f"repeatable: {AGENT_SYNTAX}")
-    p.add_argument("--episodes", type=int, default=20, help="episodes per agent")
+    p.add_argument(
+        "--task",
+        type=parse_tasks,
+        default=["simple_data_entry"],
+        help="task id, comma-separated ids, or all (every task; docs/tasks.md)",
+    )
+    p.add_argument("--episodes", type=int, default=20, help="episodes per agent and task")
     p.add_argument("--num-envs", type=int, default=2, help="sessions run concurrently")
     p.add_argument(
-        "--rows", type=parse_rows, default=(1, 3), help="rows to copy per episode: N or N-M"
+        "--rows",
+        type=parse_rows,
+        default=(1, 3),
+        help="SimpleDataEntry: rows to copy per episode: N or N-M",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -126,14 +152,16 @@ def run_agents(
 
 
 def evaluate(args: argparse.Namespace) -> int:
-    rng = random.Random(args.seed)
-    specs = [
-        EpisodeSpec(
-            seed=args.seed + k, options={"num_rows": rng.randint(*args.rows), "split": args.split}
-        )
-        for k in range(args.episodes)
-    ]
+    specs = []
+    for task in args.task:
+        rng = random.Random(args.seed)  # the same rows whatever the other tasks
+        for k in range(args.episodes):
+            options: dict[str, Any] = {"task": task, "split": args.split}
+            if task == "simple_data_entry":
+                options["num_rows"] = rng.randint(*args.rows)
+            specs.append(EpisodeSpec(seed=args.seed + k, options=options))
     settings = {
+        "tasks": args.task,
         "episodes": args.episodes,
         "rows": "-".join(map(str, sorted(set(args.rows)))),
         "seed": args.seed,

@@ -121,7 +121,7 @@ def test_readme_quickstart(tmp_path: Path) -> None:
     files = announced_files(stdout)
     assert {f.name for f in files} == {"results.json", "results.md", "results.png",
                                        "summary.json", "index.html"}  # fmt: skip
-    assert len(files) == 3 + 2 * 3
+    assert len(files) == 4 + 2 * 3  # results.*, the index; per agent: summary, replay
     for f in files:
         assert (ROOT / f).is_file() and (ROOT / f).stat().st_size > 0, f
     results = json.loads((out / "results.json").read_text())
@@ -144,6 +144,34 @@ def test_readme_quickstart(tmp_path: Path) -> None:
     assert summary["result"] == by_agent["hf:tiny"]
     check_replay_opens_in_chromium(out / "expert" / "index.html", episodes=2)
     check_one_bar_per_job(stderr, ["expert", "random", "hf:tiny"])
+
+
+def test_several_tasks_report_per_task_and_index_the_replays(tmp_path: Path) -> None:
+    out = tmp_path / "tasks"
+    cmd = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--agent", "expert"]
+    cmd += ["--agent", "random", "--task", "settings_nav,simple_data_entry", "--rows", "1"]
+    cmd += ["--episodes", "2", "--max-steps", "30", "--out", str(out)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    results = json.loads((out / "results.json").read_text())
+    assert results["settings"]["tasks"] == ["settings_nav", "simple_data_entry"]
+    by_agent = {a["agent"]: a for a in results["agents"]}
+    assert by_agent["expert"]["episodes"] == 4
+    for task in ("settings_nav", "simple_data_entry"):
+        assert by_agent["expert"]["per_task"][task]["successes"] == 2
+        assert by_agent["random"]["per_task"][task]["successes"] == 0
+    table = (out / "results.md").read_text()
+    assert "| agent | settings_nav | simple_data_entry | mean |" in table
+    assert "| expert | 100% (" in table and table.rstrip().endswith("| 0% |")
+    index = (out / "index.html").read_text()
+    assert 'href="expert/index.html#task-settings-nav">2/2<' in index
+    assert 'href="random/index.html#task-simple-data-entry">0/2<' in index
+    replay = (out / "expert" / "index.html").read_text()
+    assert 'id="task-settings-nav"' in replay and 'id="task-simple-data-entry"' in replay
+    bad = subprocess.run(
+        [*cmd[:2], "--agent", "expert", "--task", "form_fil"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "Did you mean 'form_fill'?" in bad.stderr
 
 
 def run_evaluate(*args: str, **popen: Any) -> subprocess.Popen[str]:

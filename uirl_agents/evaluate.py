@@ -27,7 +27,7 @@ from typing import Any
 from uirl_agents.policies.base import Policy
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trajectories import EPISODES_FILE, Episode, TrajectoryWriter, iter_episodes
-from uirl_agents.view import write_viewer
+from uirl_agents.view import write_index, write_viewer
 from uirl_gym.vector import SessionVectorEnv
 
 logger = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
 # Settings that change which episodes are played: a resumed run must keep them.
-EPISODE_SETTINGS = ("episodes", "rows", "seed", "split", "max_steps")
+EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 
 AGENT_SYNTAX = (
     "random | expert | hf:PATH[,lora=PATH][,format=NAME] | openai:MODEL@URL[,format=NAME]"
@@ -112,7 +112,11 @@ def parse_agent(text: str) -> AgentSpec:
 
 
 def build_policy(
-    spec: AgentSpec, oracle: Callable[[int], dict[str, Any]], work_dir: Path, seed: int
+    spec: AgentSpec,
+    oracle: Callable[[int], dict[str, Any]],
+    work_dir: Path,
+    seed: int,
+    task_of: Callable[[int], str] | None = None,
 ) -> tuple[Policy, str | None]:
     """The policy for an agent spec (model weights are loaded here) and its format.
 
@@ -128,7 +132,7 @@ def build_policy(
     if spec.kind == "expert":
         from uirl_agents.policies.expert import ExpertPolicy
 
-        return ExpertPolicy(oracle), None
+        return ExpertPolicy(oracle, task=task_of or "simple_data_entry"), None
     if spec.kind == "openai":
         from uirl_agents.formats import infer_format
         from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
@@ -178,6 +182,8 @@ class AgentResult:
     env_s_per_step: float
     session_errors: int
     format: str | None = None
+    # task -> {"episodes", "successes", "success_rate", "mean_reward", "mean_steps"}
+    per_task: dict[str, dict[str, float]] | None = None
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -214,7 +220,22 @@ def summarise(agent: str, episodes: Sequence[Episode], format: str | None = None
         policy_s_per_step=statistics.fmean(s.policy_time_s for s in steps) if steps else 0.0,
         env_s_per_step=statistics.fmean(s.env_time_s for s in steps) if steps else 0.0,
         session_errors=sum(e.error is not None for e in episodes),
+        per_task=_per_task(episodes),
     )
+
+
+def _per_task(episodes: Sequence[Episode]) -> dict[str, dict[str, float]]:
+    table = {}
+    for task in sorted({e.task for e in episodes}):
+        mine = [e for e in episodes if e.task == task]
+        table[task] = {
+            "episodes": len(mine),
+            "successes": sum(e.success for e in mine),
+            "success_rate": sum(e.success for e in mine) / len(mine),
+            "mean_reward": statistics.fmean(e.total_reward for e in mine),
+            "mean_steps": statistics.fmean(e.length for e in mine),
+        }
+    return table
 
 
 def markdown_table(results: Sequence[AgentResult]) -> str:
@@ -231,6 +252,23 @@ def markdown_table(results: Sequence[AgentResult]) -> str:
             f"| {r.mean_reward:.2f} | {r.mean_steps:.1f} | {r.invalid_action_rate:.1%} "
             f"| {r.policy_s_per_step:.3f} | {r.env_s_per_step:.3f} |"
         )
+    tasks = sorted({t for r in results for t in (r.per_task or {})})
+    if len(tasks) > 1:
+        # Per task, and their mean (each task counts the same, whatever its episodes).
+        lines += ["", "Success (mean steps) per task:", ""]
+        lines.append("| agent | " + " | ".join(tasks) + " | mean |")
+        lines.append("| --- " * (len(tasks) + 2) + "|")
+        for r in results:
+            cells, rates = [], []
+            for task in tasks:
+                row = (r.per_task or {}).get(task)
+                if row is None:
+                    cells.append("-")
+                    continue
+                rates.append(row["success_rate"])
+                cells.append(f"{row['success_rate']:.0%} ({row['mean_steps']:.1f})")
+            mean = f"{statistics.fmean(rates):.0%}" if rates else "-"
+            lines.append(f"| {r.agent} | " + " | ".join(cells) + f" | {mean} |")
     return "\n".join(lines)
 
 
@@ -251,6 +289,15 @@ def write_reports(
     (out_dir / "results.json").write_text(json.dumps(payload, indent=2))
     (out_dir / "results.md").write_text(markdown_table(results) + "\n")
     written = [out_dir / "results.json", out_dir / "results.md"]
+    rows = [
+        (
+            r.agent,
+            agent_run_dir(out_dir, r.agent),
+            {t: (int(v["successes"]), int(v["episodes"])) for t, v in (r.per_task or {}).items()},
+        )
+        for r in results
+    ]
+    written.append(write_index(out_dir, rows))
     if _plot(out_dir / "results.png", results):
         written.append(out_dir / "results.png")
     return written
@@ -382,9 +429,9 @@ def prepare_run(
             f"or --overwrite to start afresh (or another --out)"
         )
     if overwrite:
-        for stale in [out_dir / n for n in ("results.json", "results.md", "results.png")] + [
-            agent_run_dir(out_dir, label) / SUMMARY_FILE for label in labels
-        ]:
+        for stale in [
+            out_dir / n for n in ("results.json", "results.md", "results.png", "index.html")
+        ] + [agent_run_dir(out_dir, label) / SUMMARY_FILE for label in labels]:
             stale.unlink(missing_ok=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     _write_json(run_file, {"settings": settings, "agents": list(labels)})
@@ -432,8 +479,11 @@ def run_agent(
     def oracle(i: int) -> dict[str, Any]:  # the expert's privileged view of sub-env i
         return envs.envs[i].oracle()
 
+    def task_of(i: int) -> str:
+        return envs.envs[i].episode_task or "simple_data_entry"
+
     if todo:
-        policy, format_name = build_policy(spec, oracle, out_dir, seed)
+        policy, format_name = build_policy(spec, oracle, out_dir, seed, task_of)
         with TrajectoryWriter(run_dir, append=resume) as writer:
             played = collect_episodes(
                 policy,

@@ -1,8 +1,11 @@
 """An HTML replay of a run directory: ``python -m uirl_agents.view RUN_DIR``.
 
-Writes ``RUN_DIR/index.html``: per episode, each step's screenshot with the action's
-point drawn on it, the model's output, the action, the reward and any error. The page
-references the run's ``images/`` folder, so it opens offline from the file system.
+Writes ``RUN_DIR/index.html``: per task, per episode, each step's screenshot with the
+action's point drawn on it, the model's output, the action, the reward and any error.
+The page references the run's ``images/`` folder, so it opens offline from the file
+system. :func:`write_index` writes the page above several runs (evaluate.py's
+``--out``): a table of agents by tasks, each cell a link to that agent's episodes of
+that task.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import html
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +72,13 @@ def render_html(run_dir: Path) -> str:
     parts.append(
         f"<style>{STYLE}</style><h1>{html.escape(run_dir.name)}: {len(episodes)} episodes</h1>"
     )
-    for e in episodes:
+    current_task = None
+    # Runs written before multi-task runs name no task: SimpleDataEntry's.
+    for e in sorted(episodes, key=lambda e: e.get("task", "simple_data_entry")):
+        task = e.get("task", "simple_data_entry")
+        if task != current_task:
+            current_task = task
+            parts.append(f'<h2 id="{task_anchor(task)}">{html.escape(task)}</h2>')
         status = (
             '<span class="ok">success</span>'
             if e["success"]
@@ -83,6 +93,44 @@ def render_html(run_dir: Path) -> str:
             + "</details>"
         )
     return "\n".join(parts)
+
+
+def task_anchor(task: str) -> str:
+    return "task-" + "".join(c if c.isalnum() else "-" for c in task)
+
+
+def write_index(
+    out_dir: Path, rows: Sequence[tuple[str, Path, dict[str, tuple[int, int]]]]
+) -> Path:
+    """``out_dir/index.html``: agents by tasks, success counts linking to the replays.
+
+    Args:
+        rows: per agent, ``(label, its run dir, {task: (successes, episodes)})``.
+    """
+    tasks = sorted({t for _, _, counts in rows for t in counts})
+    parts = [f"<!doctype html><meta charset=utf-8><title>{html.escape(out_dir.name)}</title>"]
+    parts.append(f"<style>{STYLE} td, th {{ padding: 4px 10px; border: 1px solid #dadce0; }}")
+    parts.append(
+        f"table {{ border-collapse: collapse; }}</style><h1>{html.escape(out_dir.name)}</h1>"
+    )
+    parts.append("<table><tr><th>agent</th>")
+    parts += [f"<th>{html.escape(t)}</th>" for t in tasks]
+    parts.append("</tr>")
+    for label, run_dir, counts in rows:
+        page = os.path.relpath(run_dir / "index.html", out_dir)
+        parts.append(f'<tr><td><a href="{html.escape(page)}">{html.escape(label)}</a></td>')
+        for task in tasks:
+            if task not in counts:
+                parts.append("<td>-</td>")
+                continue
+            won, n = counts[task]
+            link = f"{html.escape(page)}#{task_anchor(task)}"
+            parts.append(f'<td><a href="{link}">{won}/{n}</a></td>')
+        parts.append("</tr>")
+    parts.append("</table>")
+    out = out_dir / "index.html"
+    out.write_text("\n".join(parts), encoding="utf-8")
+    return out
 
 
 def write_viewer(run_dir: str | os.PathLike[str]) -> Path:
