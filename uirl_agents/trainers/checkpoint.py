@@ -82,6 +82,7 @@ def save_checkpoint(
     rng_states: list[dict[str, Any]],
     state: dict[str, Any],
     keep_last: int,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write checkpoint ``iteration`` (iterations done) and delete all but the last ``keep_last``.
 
@@ -96,6 +97,7 @@ def save_checkpoint(
         rng_states: one :func:`rng_state` per process, in rank order.
         state: JSON-serialisable counters (saved with ``iteration``).
         keep_last: checkpoints kept.
+        extra: name -> picklable object, saved as ``NAME.pt`` (e.g. GRPO's replay).
 
     Returns:
         The checkpoint folder.
@@ -119,6 +121,8 @@ def save_checkpoint(
         tmp / "optimizer.pt",
     )
     torch.save(rng_states, tmp / "rng.pt")
+    for name, value in (extra or {}).items():
+        torch.save(value, tmp / f"{name}.pt")
     (tmp / STATE_FILE).write_text(json.dumps({**state, "iteration": iteration}, indent=2))
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
@@ -130,6 +134,13 @@ def save_checkpoint(
 
 def load_state(checkpoint: Path) -> dict[str, Any]:
     return json.loads((checkpoint / STATE_FILE).read_text())
+
+
+def load_extra(checkpoint: Path, name: str) -> Any | None:
+    """What ``save_checkpoint(extra={name: ...})`` saved (None: nothing saved)."""
+    path = checkpoint / f"{name}.pt"
+    # Our own pickled objects (episodes with their images): weights_only cannot hold them.
+    return torch.load(path, weights_only=False) if path.exists() else None
 
 
 def load_optimizer(

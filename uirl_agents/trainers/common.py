@@ -25,7 +25,7 @@ import logging
 import re
 import shutil
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +251,8 @@ class TrainingRun:
         eval_policy: the current weights, greedy (or at ``eval.temperature``).
         envs: this process's sessions.
         start_iteration: the first iteration to run (> 0 when resumed).
+        resumed_from: the checkpoint resumed from (None: a fresh start).
+        checkpoint_extra: name -> a function whose result every checkpoint also saves.
         state: counters saved with checkpoints (``episodes``, ...).
 
     Methods:
@@ -276,6 +278,9 @@ class TrainingRun:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._check_world_size()
         checkpoint = ckpt.latest_checkpoint(self.output_dir)
+        self.resumed_from = checkpoint
+        # name -> what a trainer adds to every checkpoint (``ckpt.load_extra`` reads it).
+        self.checkpoint_extra: dict[str, Callable[[], Any]] = {}
         self.state: dict[str, Any] = {"episodes": 0, "trainer": trainer}
         if checkpoint is not None:
             self.state.update(ckpt.load_state(checkpoint))
@@ -614,6 +619,7 @@ class TrainingRun:
                 rng_states=rng_states,
                 state=self.state,
                 keep_last=c.keep_last,
+                extra={name: get() for name, get in self.checkpoint_extra.items()},
             )
         self.accelerator.wait_for_everyone()
 

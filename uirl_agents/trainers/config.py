@@ -305,6 +305,16 @@ class GRPOSection:
         "they add no gradient, and micro-batches, optimizer steps and the normaliser are "
         "laid out before they are left out, so the update is the same.",
     )
+    replay: bool = param(
+        False,
+        help="Replay of successes (ARPO): in a group without a success, one failure is "
+        "replaced by a stored success of the same task instance before advantages; "
+        "kept in checkpoints.",
+    )
+    replay_per_instance: int = param(1, help="Successes kept per task instance (the latest).")
+    replay_max_instances: int = param(
+        256, help="Task instances the replay keeps (the least recently used are dropped)."
+    )
 
 
 # ---- trainers -------------------------------------------------------------------------
@@ -434,6 +444,13 @@ class GRPOConfig(TrainConfig):
             )
         _check(self.grpo.clip_epsilon > 0, "grpo.clip_epsilon", "> 0", self.grpo.clip_epsilon)
         _check(self.grpo.kl_beta >= 0, "grpo.kl_beta", ">= 0", self.grpo.kl_beta)
+        g = self.grpo
+        _check(
+            g.replay_per_instance >= 1, "grpo.replay_per_instance", ">= 1", g.replay_per_instance
+        )
+        _check(
+            g.replay_max_instances >= 1, "grpo.replay_max_instances", ">= 1", g.replay_max_instances
+        )
         _check(
             self.grpo.negative_advantage_scale >= 0,
             "grpo.negative_advantage_scale",

@@ -6,6 +6,8 @@ Per iteration:
    and options, one ``group_id``), sampled with the current weights; every step keeps
    the exact prompt (messages + the resized images the model saw), the completion's
    token ids and their logprobs.
+   With ``grpo.replay``, a group without a success gets one stored success of its
+   task instance in place of its worst failure (:mod:`~uirl_agents.trainers.replay`).
 2. **Advantages.** An episode's return (total reward) minus its group's mean (or the
    mean of the others, leave-one-out), divided by the group's std: the advantage of
    every generated token of every step of that episode.
@@ -37,9 +39,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from accelerate.utils import gather_object
 from torch.nn.utils.rnn import pad_sequence
 
 from uirl_agents.policies.hf import completion_logprobs
+from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.common import TrainingRun, reference_policy
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
@@ -51,6 +55,7 @@ from uirl_agents.trainers.losses import (
     token_budget_batches,
 )
 from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
+from uirl_agents.trainers.replay import SuccessReplay, gathered_successes
 from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
 from uirl_agents.trajectories import Episode
 
@@ -229,16 +234,40 @@ def train_grpo(config: GRPOConfig, output_dir: str | Path) -> None:
         grpo_iterations(run)
 
 
+REPLAY_CHECKPOINT = "replay"
+
+
+def success_replay(run: TrainingRun) -> SuccessReplay | None:
+    """The run's replay of successes (``grpo.replay``), restored when resumed and saved
+    with every checkpoint; None when off."""
+    g = run.config.grpo
+    if not g.replay:
+        return None
+    replay = SuccessReplay(g.replay_per_instance, g.replay_max_instances)
+    if run.resumed_from is not None:
+        state = ckpt.load_extra(run.resumed_from, REPLAY_CHECKPOINT)
+        if state is not None:
+            replay.load(state)
+            logger.info("replay: %d stored successes restored", len(replay))
+    run.checkpoint_extra[REPLAY_CHECKPOINT] = replay.state
+    return replay
+
+
 def grpo_iterations(run: TrainingRun) -> None:
     """The iterations still to run (all of them, or the rest of a resumed run)."""
     config = run.config
+    replay = success_replay(run)
     run.evaluate_at_start()
     for iteration in run.iterations():
         watch = Stopwatch()
         with watch.phase("rollout"):
             episodes = run.collect_iteration(iteration)
         watch.add("policy", policy_seconds(episodes))
-        samples = step_samples(episodes, config.grpo, vision_token_ids(run.model.config))
+        trained, replayed = episodes, 0
+        if replay is not None:
+            trained, replayed = replay.fill(episodes)
+            replay.add(gathered_successes(episodes, gather_object))
+        samples = step_samples(trained, config.grpo, vision_token_ids(run.model.config))
         with watch.phase("train"):
             train = policy_update(run, samples, iteration)
         run.state["episodes"] += int(run.sum_all(len(episodes)))
@@ -249,4 +278,7 @@ def grpo_iterations(run: TrainingRun) -> None:
             **train,
             **perf_metrics(watch.totals, watch.elapsed(), tokens),
         }
+        if replay is not None:
+            metrics["train/replayed_episodes"] = run.sum_all(replayed)
+            metrics["train/replay_size"] = float(len(replay))
         run.end_iteration(iteration, metrics)
