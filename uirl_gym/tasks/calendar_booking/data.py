@@ -318,7 +318,9 @@ def generate_calendar(seed: int, opts: Options) -> Calendar:
         days_events[day] = [
             e
             for e in days_events[day]
-            if not (e["person"] in participants and e["start"] < start + duration and e["end"] > start)
+            if not (
+                e["person"] in participants and e["start"] < start + duration and e["end"] > start
+            )
         ]
     day, start = free_slots(days_events, participants, late, *slot_args)[0]
     # Distractors look busy over the answer: reading their calendars as constraints
@@ -354,13 +356,17 @@ def generate_calendar(seed: int, opts: Options) -> Calendar:
     )
 
 
-def _add_random_event(rng: random.Random, events: list[dict[str, Any]], person: str, day: str) -> None:
+def _add_random_event(
+    rng: random.Random, events: list[dict[str, Any]], person: str, day: str
+) -> None:
     """One event at a random free time of ``person``'s day (none if 10 tries collide);
     ``events``: that day's."""
     for _ in range(10):
         length = rng.choice((30, 30, 60, 60, 90, 120))
         start = rng.randrange(DAY_START_MIN, DAY_END_MIN - length + 1, STEP_MIN)
-        if all(end <= start or begin >= start + length for begin, end in busy(events, [person], day)):
+        if all(
+            end <= start or begin >= start + length for begin, end in busy(events, [person], day)
+        ):
             _append(events, person, day, start, start + length, rng)
             return
 
@@ -369,5 +375,11 @@ def _append(
     events: list[dict[str, Any]], person: str, day: str, start: int, end: int, rng: random.Random
 ) -> None:
     events.append(
-        {"person": person, "title": rng.choice(BUSY_TITLES), "date": day, "start": start, "end": end}
+        {
+            "person": person,
+            "title": rng.choice(BUSY_TITLES),
+            "date": day,
+            "start": start,
+            "end": end,
+        }
     )

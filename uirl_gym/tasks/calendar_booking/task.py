@@ -62,7 +62,9 @@ def names_text(names: list[str]) -> str:
 
 def instruction(cal: Calendar) -> str:
     goal = cal.goal
-    hours = f"starting no earlier than {time_text(cal.earliest)} and ending by {time_text(cal.latest)}"
+    hours = (
+        f"starting no earlier than {time_text(cal.earliest)} and ending by {time_text(cal.latest)}"
+    )
     who = "both of you" if len(goal.attendees) == 1 else "all of you"
     return (
         f'In the Calendar app, book a {cal.duration}-minute meeting titled "{goal.title}" with '
