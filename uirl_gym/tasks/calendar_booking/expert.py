@@ -1,16 +1,16 @@
 """CalendarBooking's scripted expert: reads privileged state, acts only through agent actions.
 
 It plans the next short macro from the ``/oracle`` state, in this order: a created
-event that is not the asked booking (or a second copy of it) is deleted (open it, the bin icon), with the
-dialog cancelled and the owner's calendar shown first; then, with no dialog open, it
-reads the calendars as a person would: shows the owner's and every attendee's
-calendar, hides the others, goes to the asked week, and clicks the slot's empty cell
-(which opens "New event" with that date and start). In the dialog it fixes the first
-wrong field: the title (typed), the date (the date picker, a month per click), the
-start and end (the time lists, scrolled with the wheel when the time is out of
-view), the guests (a stray guest removed; a missing one typed and picked from the
-suggestions), then saves. It re-plans after each macro, so it recovers from whatever
-the page shows.
+event that is not the asked booking (or a second copy of it) is deleted (open it, the
+bin icon), with the dialog cancelled and the owner's calendar shown first; then, with
+no dialog open, it reads the calendars as a person would: shows the owner's and every
+attendee's calendar and hides the others (the clicks of one macro), goes to the asked
+week, and clicks the slot's empty cell (which opens "New event" with that date and
+start). In the dialog it fixes the first wrong field: the title (typed), the date (the
+date picker, a month per click), the start and end (the time lists, scrolled with the
+wheel when the time is out of view), the guests (a stray guest removed; a missing one
+typed and picked from the suggestions), then saves. It re-plans after each macro, so
+it recovers from whatever the page shows.
 """
 
 from __future__ import annotations
@@ -53,19 +53,19 @@ class CalendarBookingExpert(MacroExpert):
             return [ESCAPE]
         if o["owner"] not in o["shown"]:
             return [click(o["calendars"][o["owner"]])]
-        step = _week_step(o, event["date"])
-        if step is not None:
-            return [step]
-        return [click(o["own_events"][str(event["id"])])]
+        return _week_steps(o, event["date"]) or [click(o["own_events"][str(event["id"])])]
 
     def _find_slot(self, o: Mapping[str, Any], goal: Booking) -> list[Action]:
+        # The sidebar and the week arrows stay put: every click of a kind in one macro.
         wanted = {o["owner"], *goal.attendees}
-        for name, box in o["calendars"].items():
-            if (name in wanted) != (name in o["shown"]):
-                return [click(box)]
-        step = _week_step(o, goal.date)
-        if step is not None:
-            return [step]
+        toggles = [
+            click(box)
+            for name, box in o["calendars"].items()
+            if (name in wanted) != (name in o["shown"])
+        ]
+        steps = toggles or _week_steps(o, goal.date)
+        if steps:
+            return steps
         column = o["columns"][o["week_dates"].index(goal.date)]
         grid = o["grid"]
         y = grid["top"] + (goal.start - grid["day_start"]) * grid["slot_px"] // 30
@@ -76,8 +76,9 @@ class CalendarBookingExpert(MacroExpert):
         if d["title"].strip() != goal.title:
             if d["popup"] is not None:
                 return [ESCAPE]
+            focus = [] if o["focused"] == "title" else [click(controls["title"])]
             clear = [Action(ActionType.KEYS, keys="ctrl+a")] if d["title"] else []
-            return [click(controls["title"]), *clear, Action(ActionType.TYPE, text=goal.title)]
+            return [*focus, *clear, Action(ActionType.TYPE, text=goal.title)]
         if d["date"] != goal.date:
             return [_date_step(o, goal.date)]
         if d["start"] != goal.start:
@@ -106,13 +107,10 @@ class CalendarBookingExpert(MacroExpert):
         return [*focus, *clear, Action(ActionType.TYPE, text=name)]
 
 
-def _week_step(o: Mapping[str, Any], date: str) -> Action | None:
-    """A click towards the week of ``date``, or None when it is shown."""
-    shown = monday(o["week_dates"][0])
-    wanted = monday(date)
-    if wanted == shown:
-        return None
-    return click(o["next"] if wanted > shown else o["prev"])
+def _week_steps(o: Mapping[str, Any], date: str) -> list[Action]:
+    """The clicks on the week arrows that show the week of ``date`` (none when shown)."""
+    weeks = (monday(date) - monday(o["week_dates"][0])).days // 7
+    return [click(o["next"] if weeks > 0 else o["prev"])] * abs(weeks)
 
 
 def _date_step(o: Mapping[str, Any], date: str) -> Action:
