@@ -2,9 +2,9 @@
 
 An episode has an owner (the user, "Alex Morgan"), a team whose calendars the sidebar
 lists, and a directory of everyone the guest picker can find (look-alike names such as
-"Priya Shah" and "Priya Sharma"). Every team member has seeded events over the weeks
-the app can show (the current week, one before, and one after the last week to
-search). The instruction asks for a meeting of a given length with some attendees in
+"Priya Shah" and "Priya Sharma"). Every team member has seeded events from the week
+before the current one to the week after the last week to search (other weeks are
+empty). The instruction asks for a meeting of a given length with some attendees in
 the *first* slot (earliest day, then earliest start, on the half hour) where the owner
 and every attendee are free, on a weekday in a day range, between an earliest start
 and a latest end. The generator makes that slot fall in the ``weeks``-th week: every
@@ -12,7 +12,7 @@ slot before it is blocked by someone's event.
 
 Times are minutes after midnight; dates are ISO strings. Everything here is pure and
 deterministic for a seed; the task, the scorer and the expert all score with
-:func:`evaluate`.
+:func:`field_matches` (through :func:`evaluate` for a record).
 """
 
 from __future__ import annotations
@@ -172,12 +172,6 @@ class Calendar:
     @property
     def duration(self) -> int:
         return self.goal.end - self.goal.start
-
-    @property
-    def week_offsets(self) -> tuple[int, int]:
-        """The first and last week the app can show, relative to today's."""
-        last = (dt.date.fromisoformat(self.range_end) - monday(self.today)).days // 7
-        return -1, last + 1
 
 
 def monday(day: str | dt.date) -> dt.date:

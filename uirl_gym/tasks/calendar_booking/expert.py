@@ -44,8 +44,8 @@ class CalendarBookingExpert(MacroExpert):
         return self._find_slot(o, goal)
 
     def _delete(self, o: Mapping[str, Any], event: Mapping[str, Any]) -> list[Action]:
-        if o["dialog"] is not None:
-            return [click(o["controls"]["cancel"])]
+        if o["dialog"] is not None:  # (an open list may cover Cancel: Escape closes it)
+            return [ESCAPE] if o["dialog"]["popup"] else [click(o["controls"]["cancel"])]
         popover = o["popover"]
         if popover is not None and popover["id"] == event["id"]:
             return [click(o["popover_buttons"]["delete"])]
@@ -87,7 +87,7 @@ class CalendarBookingExpert(MacroExpert):
             return [_time_step(o, "end", goal.end)]
         stray = [a for a in d["attendees"] if a not in goal.attendees]
         if stray:
-            return [click(controls["remove"][stray[0]])]
+            return [ESCAPE] if d["popup"] else [click(controls["remove"][stray[0]])]
         missing = [a for a in goal.attendees if a not in d["attendees"]]
         if missing:
             return self._add_guest(o, missing[0])

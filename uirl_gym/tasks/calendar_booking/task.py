@@ -104,7 +104,6 @@ class CalendarBookingTask(Task):
                 ],
                 "directory": [{"name": p, "email": email_of(p)} for p in cal.directory],
                 "events": list(cal.events),
-                "weeks": list(cal.week_offsets),
                 "hours": [DAY_START_MIN, DAY_END_MIN, WORK_START_MIN, WORK_END_MIN, STEP_MIN],
             },
         }
