@@ -289,34 +289,11 @@ def generate_calendar(seed: int, opts: Options) -> Calendar:
         (week0 - dt.timedelta(weeks=1)).isoformat(),
         (target_monday + dt.timedelta(weeks=1, days=4)).isoformat(),
     )
-    days_events: dict[str, list[dict[str, Any]]] = {day: [] for day in all_days}
-    for person in [OWNER, *team]:
-        for day in all_days:
-            count = max(0, round(rng.gauss(opts.busyness, 1.0)))
-            for _ in range(count):
-                _add_random_event(rng, days_events[day], person, day)
+    days_events = _busy_days(rng, [OWNER, *team], all_days, opts.busyness)
     days = weekdays(range_start.isoformat(), range_end.isoformat())
-    early = [d for d in days if monday(d) < target_monday]
-    late = [d for d in days if monday(d) == target_monday]
-    slot_args = (duration, earliest, latest)
-    # Every slot before the target week: someone taking part is busy then.
-    while slots := free_slots(days_events, participants, early, *slot_args):
-        day, start = rng.choice(slots)
-        offset = rng.randrange(0, duration, STEP_MIN)
-        length = min(rng.choice((30, 60)), duration - offset)
-        person = rng.choice(participants)
-        _append(days_events[day], person, day, start + offset, start + offset + length, rng)
-    if not free_slots(days_events, participants, late, *slot_args):
-        day = rng.choice(late)
-        start = rng.randrange(earliest, latest - duration + 1, STEP_MIN)
-        days_events[day] = [
-            e
-            for e in days_events[day]
-            if not (
-                e["person"] in participants and e["start"] < start + duration and e["end"] > start
-            )
-        ]
-    day, start = free_slots(days_events, participants, late, *slot_args)[0]
+    day, start = _first_slot_in_week(
+        rng, days_events, participants, days, target_monday, (duration, earliest, latest)
+    )
     # Distractors look busy over the answer: reading their calendars as constraints
     # gives another slot.
     for person in distractors:
@@ -348,6 +325,51 @@ def generate_calendar(seed: int, opts: Options) -> Calendar:
         goal=goal,
         distractors=tuple(distractors),
     )
+
+
+def _busy_days(
+    rng: random.Random, people: Sequence[str], days: Sequence[str], busyness: int
+) -> dict[str, list[dict[str, Any]]]:
+    """Each person's seeded events, about ``busyness`` a day, by date."""
+    days_events: dict[str, list[dict[str, Any]]] = {day: [] for day in days}
+    for person in people:
+        for day in days:
+            for _ in range(max(0, round(rng.gauss(busyness, 1.0)))):
+                _add_random_event(rng, days_events[day], person, day)
+    return days_events
+
+
+def _first_slot_in_week(
+    rng: random.Random,
+    days_events: dict[str, list[dict[str, Any]]],
+    participants: Sequence[str],
+    days: Sequence[str],
+    target_monday: dt.date,
+    slot_args: tuple[int, int, int],
+) -> tuple[str, int]:
+    """Make the first free slot of ``days`` fall in the week of ``target_monday`` (events
+    added before it, removed in it if needed, in place); that slot."""
+    early = [d for d in days if monday(d) < target_monday]
+    late = [d for d in days if monday(d) == target_monday]
+    duration, earliest, latest = slot_args
+    # Every slot before the target week: someone taking part is busy then.
+    while slots := free_slots(days_events, participants, early, *slot_args):
+        day, start = rng.choice(slots)
+        offset = rng.randrange(0, duration, STEP_MIN)
+        length = min(rng.choice((30, 60)), duration - offset)
+        person = rng.choice(participants)
+        _append(days_events[day], person, day, start + offset, start + offset + length, rng)
+    if not free_slots(days_events, participants, late, *slot_args):
+        day = rng.choice(late)
+        start = rng.randrange(earliest, latest - duration + 1, STEP_MIN)
+        days_events[day] = [
+            e
+            for e in days_events[day]
+            if not (
+                e["person"] in participants and e["start"] < start + duration and e["end"] > start
+            )
+        ]
+    return free_slots(days_events, participants, late, *slot_args)[0]
 
 
 def _add_random_event(
