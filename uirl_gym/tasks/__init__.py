@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from uirl_gym.tasks.base import EpisodeScorer, Task
+from uirl_gym.tasks.calendar_booking import score as calendar_booking_score
+from uirl_gym.tasks.calendar_booking.expert import CalendarBookingExpert
+from uirl_gym.tasks.calendar_booking.task import CalendarBookingTask
 from uirl_gym.tasks.form_fill import score as form_fill_score
 from uirl_gym.tasks.form_fill.expert import FormFillExpert
 from uirl_gym.tasks.form_fill.task import FormFillTask
@@ -102,6 +105,15 @@ TASKS: dict[str, TaskSpec] = {
             scorer=spreadsheet_edit_score.SpreadsheetEditScorer,
             check_options=spreadsheet_edit_score.check_options,
             expert=SpreadsheetEditExpert,
+        ),
+        TaskSpec(
+            name="calendar_booking",
+            env_id="uirl/CalendarBooking-v0",
+            task=CalendarBookingTask,
+            rewards=calendar_booking_score.RewardConfig,
+            scorer=calendar_booking_score.CalendarBookingScorer,
+            check_options=calendar_booking_score.check_options,
+            expert=CalendarBookingExpert,
         ),
     )
 }
