@@ -283,64 +283,89 @@ def _price(rng: random.Random, low: int, high: int) -> int:
     return dollars * 100 - rng.choice((1, 1, 51))
 
 
+ProductType = tuple[str, str, int, int]
+
+
+class _CatalogueDraft:
+    """The products of a catalogue being drawn (unique names), before ids are given."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.drafts: list[_Draft] = []
+        self.names: set[str] = set()
+
+    def add(self, brand: str, model: str, kind: ProductType, price: int, stock: bool,
+            role: str = "filler") -> _Draft:  # fmt: skip
+        d = _Draft(f"{brand} {model} {kind[0]}", brand, kind[0], kind[1], price, stock, role)
+        self.names.add(d.name)
+        self.drafts.append(d)
+        return d
+
+    def free_model(self, brand: str, ptype: str) -> str:
+        """A model word that gives a new name for this brand and type."""
+        return self.rng.choice([m for m in MODELS if f"{brand} {m} {ptype}" not in self.names])
+
+    def add_named(self, kind: ProductType, brand: str, distractors: int) -> _Draft:
+        """A target asked by name, and look-alikes: its name with a variant word."""
+        rng, (ptype, _category, low, high) = self.rng, kind
+        model = self.free_model(brand, ptype)
+        target = self.add(brand, model, kind, _price(rng, low, high), True, "target")
+        for variant in rng.sample(VARIANTS, distractors):
+            price = _price(rng, low, high)
+            stock = rng.random() < 0.6
+            self.add(brand, f"{model} {variant}", kind, price, stock, "distractor")
+        return target
+
+    def add_cheapest(self, kind: ProductType, brand: str, distractors: int) -> _Draft:
+        """A target asked as the cheapest in-stock product of its type by its brand, and
+        (in this order) a cheaper one of the brand out of stock, a cheaper one of another
+        brand, a pricier one of the brand."""
+        rng, (ptype, _category, low, high) = self.rng, kind
+        # Room below the target's price for the cheaper distractors.
+        price = _price(rng, low + (high - low) // 4, low + (high - low) // 2)
+        target = self.add(brand, self.free_model(brand, ptype), kind, price, True, "target")
+        below = price // 100 * 100 - 100
+        plan = [
+            (brand, _price(rng, low, below), False),
+            (rng.choice([b for b in BRANDS if b != brand]), _price(rng, low, below), True),
+            (brand, _price(rng, price // 100 * 100 + 200, high), True),
+        ]
+        for b, p, stock in plan[:distractors]:
+            self.add(b, self.free_model(b, ptype), kind, p, stock, "distractor")
+        return target
+
+    def fill(self, size: int) -> None:
+        """Random products up to ``size``, most in stock."""
+        while len(self.drafts) < size:
+            kind = self.rng.choice(PRODUCT_TYPES)
+            brand = self.rng.choice(BRANDS)
+            model = self.free_model(brand, kind[0])
+            price = _price(self.rng, kind[2], kind[3])
+            self.add(brand, model, kind, price, self.rng.random() < 0.8)
+
+    def keep_cheapest(self, target: _Draft) -> None:
+        """Fillers of the target's brand and type in stock cost more than it."""
+        for d in self.drafts:
+            same = d is not target and (d.brand, d.type) == (target.brand, target.type)
+            if same and d.in_stock and d.price_cents <= target.price_cents:
+                d.price_cents = target.price_cents + 100 * self.rng.randint(3, 40)
+
+
 def generate_goal(seed: int, opts: Options) -> ShopGoal:
     """The catalogue and order for a seed; the same seed and options give the same goal."""
     rng = random.Random(seed)
-    names: set[str] = set()
-    drafts: list[_Draft] = []
-
-    def add(brand: str, model: str, kind: tuple, price: int, stock: bool, role: str) -> _Draft:
-        ptype, category = kind[0], kind[1]
-        name = f"{brand} {model} {ptype}"
-        names.add(name)
-        d = _Draft(name, brand, ptype, category, price, stock, role)
-        drafts.append(d)
-        return d
-
-    def free_model(brand: str, ptype: str) -> str:
-        models = [m for m in MODELS if f"{brand} {m} {ptype}" not in names]
-        return rng.choice(models)
-
-    kinds = rng.sample(PRODUCT_TYPES, opts.num_items)
+    draft = _CatalogueDraft(rng)
     targets: list[tuple[_Draft, str]] = []
-    for kind in kinds:
-        ptype, _category, low, high = kind
+    for kind in rng.sample(PRODUCT_TYPES, opts.num_items):
         brand = rng.choice(BRANDS)
         description = rng.choice(DESCRIPTIONS)
-        if description == "named":
-            model = free_model(brand, ptype)
-            target = add(brand, model, kind, _price(rng, low, high), True, "target")
-            for variant in rng.sample(VARIANTS, opts.distractors):
-                price = _price(rng, low, high)
-                stock = rng.random() < 0.6
-                add(brand, f"{model} {variant}", kind, price, stock, "distractor")
-        else:
-            # Room below the target's price for cheaper distractors.
-            mid = low + (high - low) // 2
-            price = _price(rng, low + (high - low) // 4, mid)
-            target = add(brand, free_model(brand, ptype), kind, price, True, "target")
-            others = [b for b in BRANDS if b != brand]
-            plan = [
-                (brand, _price(rng, low, price // 100 * 100 - 100), False),
-                (rng.choice(others), _price(rng, low, price // 100 * 100 - 100), True),
-                (brand, _price(rng, price // 100 * 100 + 200, high), True),
-            ]
-            for b, p, stock in plan[: opts.distractors]:
-                add(b, free_model(b, ptype), kind, p, stock, "distractor")
-        targets.append((target, description))
-    while len(drafts) < opts.catalogue_size:
-        kind = rng.choice(PRODUCT_TYPES)
-        brand = rng.choice(BRANDS)
-        add(brand, free_model(brand, kind[0]), kind, _price(rng, kind[2], kind[3]),
-            rng.random() < 0.8, "filler")  # fmt: skip
-    # A described target stays the one cheapest in-stock product of its brand and type.
+        add = draft.add_named if description == "named" else draft.add_cheapest
+        targets.append((add(kind, brand, opts.distractors), description))
+    draft.fill(opts.catalogue_size)
     for target, description in targets:
-        if description != "cheapest":
-            continue
-        for d in drafts:
-            same = d is not target and (d.brand, d.type) == (target.brand, target.type)
-            if same and d.in_stock and d.price_cents <= target.price_cents:
-                d.price_cents = target.price_cents + 100 * rng.randint(3, 40)
+        if description == "cheapest":
+            draft.keep_cheapest(target)
+    drafts = draft.drafts
     rng.shuffle(drafts)
     products = tuple(
         Product(i, d.name, d.brand, d.type, d.category, d.price_cents, d.in_stock)

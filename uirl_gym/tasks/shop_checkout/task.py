@@ -123,8 +123,14 @@ class ShopCheckoutTask(Task):
 
     def progress(self) -> dict[str, Any]:
         if self.state is None:
-            return {"num_lines": 0, "num_orders": 0, "lines_met": [], "stray_lines": [],
-                    "fields_met": {}, "num_refused": 0}  # fmt: skip
+            return {
+                "num_lines": 0,
+                "num_orders": 0,
+                "lines_met": [],
+                "stray_lines": [],
+                "fields_met": {},
+                "num_refused": 0,
+            }
         goal = self.state.goal
         ev = self._first_order_evaluation()
         return {
