@@ -379,3 +379,34 @@ def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
         if not terminated:  # (a random agent that places an order is not checked)
             _total, info, _steps = play(env, ShopCheckoutExpert())
             assert info["is_success"], (seed, info)
+
+
+def test_expert_recovers_from_facets_a_stale_search_and_wrong_fields(env: gym.Env) -> None:
+    """A shopper's detours: a brand facet, a sort, another search, an extra product, a
+    wrong name typed at checkout. The expert clears, re-searches, removes and retypes."""
+    env.reset(seed=3, options={"split": "test", "cart_junk": 0})
+    o = env.unwrapped.oracle()
+    goal = ShopGoal.from_json(o["goal"])
+    other = next(
+        c
+        for c in o["cards"]
+        if c["product_id"] not in goal.wanted() and goal.products[c["product_id"]].in_stock
+    )
+    env.step(click(other["plus"]))
+    env.step(click(other["add"]))  # 2 of a product nobody asked for
+    env.step(click(o["search_box"]))
+    env.step(Action(ActionType.TYPE, text="lamp\n"))
+    env.step(Action(ActionType.LEFT_CLICK, *_facet_boxes(o, "In stock only")[0][1:]))
+    env.step(click(env.unwrapped.oracle()["sort_button"]))
+    o = env.unwrapped.oracle()
+    assert (
+        o["filters_active"]
+        and o["sort_open"]
+        and o["cart"] == order_lines({other["product_id"]: 2})
+    )
+    env.step(click(o["cart_button"]))
+    env.step(click(env.unwrapped.oracle()["checkout_button"]))
+    env.step(click(env.unwrapped.oracle()["fields"]["full_name"]))
+    env.step(Action(ActionType.TYPE, text="Somebody Else"))
+    total, info, steps = play(env, ShopCheckoutExpert())
+    assert info["is_success"] and steps < 40, (info, steps)
