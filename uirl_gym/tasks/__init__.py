@@ -22,6 +22,9 @@ from uirl_gym.tasks.form_fill.task import FormFillTask
 from uirl_gym.tasks.settings_nav import score as settings_nav_score
 from uirl_gym.tasks.settings_nav.expert import SettingsNavExpert
 from uirl_gym.tasks.settings_nav.task import SettingsNavTask
+from uirl_gym.tasks.shop_checkout import score as shop_checkout_score
+from uirl_gym.tasks.shop_checkout.expert import ShopCheckoutExpert
+from uirl_gym.tasks.shop_checkout.task import ShopCheckoutTask
 from uirl_gym.tasks.simple_data_entry import score as simple_data_entry_score
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
@@ -114,6 +117,15 @@ TASKS: dict[str, TaskSpec] = {
             scorer=calendar_booking_score.CalendarBookingScorer,
             check_options=calendar_booking_score.check_options,
             expert=CalendarBookingExpert,
+        ),
+        TaskSpec(
+            name="shop_checkout",
+            env_id="uirl/ShopCheckout-v0",
+            task=ShopCheckoutTask,
+            rewards=shop_checkout_score.RewardConfig,
+            scorer=shop_checkout_score.ShopCheckoutScorer,
+            check_options=shop_checkout_score.check_options,
+            expert=ShopCheckoutExpert,
         ),
     )
 }
