@@ -16,6 +16,9 @@ from uirl_gym.tasks.base import EpisodeScorer, Task
 from uirl_gym.tasks.form_fill import score as form_fill_score
 from uirl_gym.tasks.form_fill.expert import FormFillExpert
 from uirl_gym.tasks.form_fill.task import FormFillTask
+from uirl_gym.tasks.mail_triage import score as mail_triage_score
+from uirl_gym.tasks.mail_triage.expert import MailTriageExpert
+from uirl_gym.tasks.mail_triage.task import MailTriageTask
 from uirl_gym.tasks.settings_nav import score as settings_nav_score
 from uirl_gym.tasks.settings_nav.expert import SettingsNavExpert
 from uirl_gym.tasks.settings_nav.task import SettingsNavTask
@@ -102,6 +105,15 @@ TASKS: dict[str, TaskSpec] = {
             scorer=spreadsheet_edit_score.SpreadsheetEditScorer,
             check_options=spreadsheet_edit_score.check_options,
             expert=SpreadsheetEditExpert,
+        ),
+        TaskSpec(
+            name="mail_triage",
+            env_id="uirl/MailTriage-v0",
+            task=MailTriageTask,
+            rewards=mail_triage_score.RewardConfig,
+            scorer=mail_triage_score.MailTriageScorer,
+            check_options=mail_triage_score.check_options,
+            expert=MailTriageExpert,
         ),
     )
 }
