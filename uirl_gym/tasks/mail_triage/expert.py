@@ -2,12 +2,13 @@
 
 It scores the page's mailbox against the goals with the task's own
 :func:`~uirl_gym.tasks.mail_triage.data.evaluate` and plans the next short macro from
-what is wrong, in this order: discard a reply box it does not need; put back messages
-that are where they should not be (through the right-click menu, *Move to*, the
-folder); move the target messages (the first, third, ... move goal by dragging the row
-onto the folder in the sidebar, the others through the right-click menu); set flags
-right (the row's flag button); mark messages as unread (right-click menu); then reply
-(open the message, Reply, type the text, Send). A message in another folder is reached
+what is wrong, in this order: discard a reply box it does not need; undo stray
+changes first (the episode ends when the last goal is met): put back messages that
+are where they should not be (through the right-click menu, *Move to*, the folder) and
+set other messages' flags back (the row's flag button); then move the target messages
+(the first, third, ... move goal by dragging the row onto the folder in the sidebar,
+the others through the right-click menu); flag (the row's flag button); mark as
+unread (right-click menu); then reply (open the message, Reply, type the text, Send). A message in another folder is reached
 by opening that folder first, and a row out of view is scrolled to. It re-plans after
 each macro, so it recovers from whatever the page shows.
 """
@@ -40,9 +41,12 @@ class MailTriageExpert(MacroExpert):
         # Sent replies cannot be taken back: with every goal met, nothing else is left.
         if all(ev.met) and len(ev.stray) == ev.stray_replies:
             return [Action(ActionType.FINISH)]
+        # Strays first: the episode ends when the last goal is met.
         return (
-            self._moves(o, box)
-            or self._flags(o, box)
+            self._moves(o, box, goals=False)
+            or self._flags(o, box, goals=False)
+            or self._moves(o, box, goals=True)
+            or self._flags(o, box, goals=True)
             or self._unread(o, box, ev.met)
             or (self._reply(o, reply) if reply_open else [])
             or _no_plan()
@@ -51,32 +55,30 @@ class MailTriageExpert(MacroExpert):
     # -- one kind of fix each; [] when there is nothing of that kind to do -------------
 
     @staticmethod
-    def _moves(o: Mapping[str, Any], box: Mailbox) -> list[Action]:
-        """Messages where they should not be (put back first), then the move goals."""
+    def _moves(o: Mapping[str, Any], box: Mailbox, *, goals: bool) -> list[Action]:
+        """Messages out of place that no move goal names (put back through the menu),
+        or the move goals' messages (the first, third, ... one dragged from where it
+        began; the others, and any already moved elsewhere, through the menu)."""
         moves = [g.message_id for g in box.goals if g.kind == "move"]
         state = {s["id"]: s for s in o["mailbox"]}
-        wrong = [
-            m.id
-            for m in box.messages
-            if state[m.id]["folder"] != box.wanted_folder(m.id)
-            # (a move goal's message is put back first unless it is still where it began)
-            and not (m.id in moves and state[m.id]["folder"] == m.folder)
-        ]
-        todo = [i for i in moves if state[i]["folder"] == box.messages[i].folder]
-        for message_id in wrong + todo:
-            dest = box.wanted_folder(message_id)
-            by_drag = message_id in todo and moves.index(message_id) % 2 == 0
-            if by_drag:
-                return _close_menu(o) or _drag(o, message_id, state[message_id]["folder"], dest)
-            return _from_menu(o, message_id, state[message_id]["folder"], "move", dest)
+        for m in box.messages:
+            folder, dest = state[m.id]["folder"], box.wanted_folder(m.id)
+            if folder == dest or (m.id in moves) != goals:
+                continue
+            if goals and folder == m.folder and moves.index(m.id) % 2 == 0:
+                return _close_menu(o) or _drag(o, m.id, folder, dest)
+            return _from_menu(o, m.id, folder, "move", dest)
         return []
 
     @staticmethod
-    def _flags(o: Mapping[str, Any], box: Mailbox) -> list[Action]:
+    def _flags(o: Mapping[str, Any], box: Mailbox, *, goals: bool) -> list[Action]:
+        """Flags changed on other messages (set back), or the flag goals: the row's
+        flag button."""
         flag_goals = {g.message_id for g in box.goals if g.kind == "flag"}
         for m, s in zip(box.messages, o["mailbox"], strict=True):
-            wanted = True if m.id in flag_goals else m.flagged
-            if s["flagged"] != wanted:
+            if (m.id in flag_goals) != goals:
+                continue
+            if s["flagged"] != (goals or m.flagged):
                 row = _row(o, m.id, s["folder"])
                 if isinstance(row, list):
                     return row
