@@ -63,7 +63,10 @@ class MailTriageTask(Task):
                 "episode": self.episode_id,
                 "me": {"name": ME[0], "email": ME[1]},
                 "folders": list(self.box.folders),
-                "messages": [m.to_json() for m in self.box.messages],
+                # (the reference is said in the body; the page needs no separate copy)
+                "messages": [
+                    {k: v for k, v in m.to_json().items() if k != "ref"} for m in self.box.messages
+                ],
             },
         }
 
