@@ -169,7 +169,16 @@ def parse_options(options: Mapping[str, Any]) -> Options:
 
 @dataclass(frozen=True)
 class Message:
-    """A message and its starting state (``minutes``: before now, for sorting)."""
+    """A message and its starting state.
+
+    Attributes:
+        id: stable through moves (the index in :attr:`Mailbox.messages`).
+        sender, email, subject, body: what the app shows (the body is paragraphs).
+        minutes, date: how long before the app's "now" it came (the list's order) and
+            the list's label for it (``07:44``, ``Mon``, ``18 Nov``).
+        folder, flagged, read: its state at the start.
+        ref: the 5-digit reference its body mentions (``content`` clues name it).
+    """
 
     id: int
     sender: str
