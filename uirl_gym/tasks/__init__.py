@@ -19,6 +19,9 @@ from uirl_gym.tasks.calendar_booking.task import CalendarBookingTask
 from uirl_gym.tasks.form_fill import score as form_fill_score
 from uirl_gym.tasks.form_fill.expert import FormFillExpert
 from uirl_gym.tasks.form_fill.task import FormFillTask
+from uirl_gym.tasks.mail_triage import score as mail_triage_score
+from uirl_gym.tasks.mail_triage.expert import MailTriageExpert
+from uirl_gym.tasks.mail_triage.task import MailTriageTask
 from uirl_gym.tasks.settings_nav import score as settings_nav_score
 from uirl_gym.tasks.settings_nav.expert import SettingsNavExpert
 from uirl_gym.tasks.settings_nav.task import SettingsNavTask
@@ -126,6 +129,15 @@ TASKS: dict[str, TaskSpec] = {
             scorer=shop_checkout_score.ShopCheckoutScorer,
             check_options=shop_checkout_score.check_options,
             expert=ShopCheckoutExpert,
+        ),
+        TaskSpec(
+            name="mail_triage",
+            env_id="uirl/MailTriage-v0",
+            task=MailTriageTask,
+            rewards=mail_triage_score.RewardConfig,
+            scorer=mail_triage_score.MailTriageScorer,
+            check_options=mail_triage_score.check_options,
+            expert=MailTriageExpert,
         ),
     )
 }
