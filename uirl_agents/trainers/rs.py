@@ -5,7 +5,8 @@ Per iteration:
 1. **Collect.** Each process runs its share of the iteration's episodes with the
    current weights (sampling). In iteration 0 it can add demonstrations from the
    task's scripted expert, written in the model's own format (a cold start: a fresh
-   model rarely produces a parseable action, so it has nothing to imitate yet).
+   model rarely produces a parseable action, so it has nothing to imitate yet), and
+   its share of the episodes a person recorded (``rs.demonstrations``).
 2. **Filter.** Keep the episodes whose total reward reaches ``rs.reward_threshold``.
 3. **Fine-tune.** Every step of a kept episode (but those whose output did not parse,
    with ``rs.drop_unparsed_steps``) becomes an SFT sample: its exact prompt and the
@@ -28,7 +29,7 @@ from uirl_agents.trainers.common import (
 from uirl_agents.trainers.config import RSConfig
 from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
 from uirl_agents.trainers.sft import sft_samples, sft_update
-from uirl_agents.trajectories import Episode
+from uirl_agents.trajectories import Episode, iter_episodes
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +54,48 @@ def collect_demonstrations(run: TrainingRun) -> list[Episode]:
     return run.collect(expert, specs, tag="demonstrations")
 
 
+def load_demonstrations(run: TrainingRun) -> list[Episode]:
+    """This process's share of the episodes in ``rs.demonstrations`` (recorded ones).
+
+    Raises:
+        ValueError: a step that is not in the model's format (its text does not parse,
+            or its images are not the size the model sees): recorded with another
+            ``--format`` or image size than the run's.
+    """
+    episodes = [
+        (run_dir, episode)
+        for run_dir in run.config.rs.demonstrations
+        for episode in iter_episodes(run_dir)
+    ]
+    mine = episodes[run.rank :: run.world_size]
+    for run_dir, episode in mine:
+        _check_demonstration(run, run_dir, episode)
+    return [episode for _, episode in mine]
+
+
+def _check_demonstration(run: TrainingRun, run_dir: str, episode: Episode) -> None:
+    fmt = run.format
+    where = f"rs.demonstrations: {run_dir} episode {episode.episode_id}"
+    for n, step in enumerate(episode.steps):
+        if step.screenshot is None or step.model_images is None:
+            continue
+        geometry = fmt.geometry_for(step.screenshot)
+        size = (geometry.image_width, geometry.image_height)
+        image_size = (step.model_images[-1].shape[1], step.model_images[-1].shape[0])
+        if image_size != size:
+            raise ValueError(
+                f"{where} step {n}: its images are {image_size[0]}x{image_size[1]}, the model "
+                f"sees {size[0]}x{size[1]}; record with the processor's min/max pixels"
+            )
+        parsed = fmt.parse(step.text, geometry)
+        if parsed.action is None:
+            raise ValueError(
+                f"{where} step {n}: its text is not in model.format {fmt.name!r} "
+                f"({parsed.error}); record with `python -m uirl_agents.record --format "
+                f"{fmt.name}` or set model.format to the recording's"
+            )
+
+
 def train_rs(config: RSConfig, output_dir: str | Path) -> None:
     """Run (or resume) expert iteration in ``output_dir``; every process calls this.
 
@@ -71,11 +114,17 @@ def rs_iterations(run: TrainingRun) -> None:
         watch = Stopwatch()
         with watch.phase("rollout"):
             episodes = run.collect_iteration(iteration)
-            demos = []
+            demos, recorded = [], []
             if iteration == 0 and config.rs.expert_episodes:
                 demos = collect_demonstrations(run)
+            if iteration == 0 and config.rs.demonstrations:
+                recorded = load_demonstrations(run)
         watch.add("policy", policy_seconds(episodes))
-        kept = [e for e in [*demos, *episodes] if e.total_reward >= config.rs.reward_threshold]
+        kept = [
+            e
+            for e in [*demos, *recorded, *episodes]
+            if e.total_reward >= config.rs.reward_threshold
+        ]
         with watch.phase("train"):
             samples = sft_samples(run, kept, drop_unparsed=config.rs.drop_unparsed_steps)
             train = sft_update(run, samples, iteration)
@@ -85,8 +134,9 @@ def rs_iterations(run: TrainingRun) -> None:
         metrics = {
             **run.episode_metrics(episodes, "rollout"),
             **run.episode_metrics(demos, "demonstrations"),
+            **run.episode_metrics(recorded, "recorded"),
             "rollout/kept_fraction": run.sum_all(len(kept))
-            / max(1.0, run.sum_all(len(episodes) + len(demos))),
+            / max(1.0, run.sum_all(len(episodes) + len(demos) + len(recorded))),
             **train,
             **perf_metrics(watch.totals, watch.elapsed(), tokens),
         }
