@@ -3,6 +3,7 @@ trajectory is what the person did, shows in the replay viewer and fine-tunes in 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -63,6 +64,48 @@ def _wait_idle(page: Page) -> None:
     page.wait_for_function("window.recorderIdle && window.recorderIdle()", timeout=30_000)
 
 
+@contextlib.contextmanager
+def _recorder_page(
+    runtime: Any, out: Path, *args: str
+) -> Iterator[tuple[Page, SessionInfo, subprocess.Popen[str]]]:
+    """``python -m uirl_agents.record`` on a session of ``runtime``, its page open in a
+    real browser (narrower than the screen: the screenshot is scaled down to fit)."""
+    session: SessionInfo = runtime.acquire()
+    cmd = [sys.executable, "-m", "uirl_agents.record", "--task", "simple_data_entry"]
+    cmd += ["--out", str(out), "--options", json.dumps({"num_rows": 1})]
+    cmd += ["--session-url", session.base_url, "--port", "0", *args]
+    env = {**os.environ, "PYTHONPATH": str(REPO), TOKEN_ENV_VAR: session.headers[TOKEN_HEADER]}
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
+    )
+    try:
+        url = _read_url(proc)
+        assert url.startswith("http://127.0.0.1:")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=find_browser(headless=True))
+            page = browser.new_page(viewport={"width": 1000, "height": 700})
+            page.goto(url)
+            _wait_screenshot(page)
+            assert page.locator("#shot").bounding_box()["width"] < SCREEN_WIDTH
+            yield page, session, proc
+            browser.close()
+        proc.wait(timeout=30)
+        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        runtime.release(session)
+
+
+def _wait_screenshot(page: Page) -> None:
+    """Until the page shows the screenshot of the state it has last received."""
+    page.wait_for_function(
+        "(() => { const img = document.getElementById('shot'); return img.complete && "
+        "img.naturalWidth === 1280 && img.src.endsWith('v=' + document.body.dataset.version) })()"
+    )
+
+
 @pytest.fixture(scope="module")
 def recorded(
     runtime: Any, tmp_path_factory: pytest.TempPathFactory
@@ -72,56 +115,21 @@ def recorded(
     Yields the run directory, the actions performed, and the page's text at the end.
     """
     out = tmp_path_factory.mktemp("record") / "demos"
-    session: SessionInfo = runtime.acquire()
-    cmd = [sys.executable, "-m", "uirl_agents.record", "--task", "simple_data_entry"]
-    cmd += ["--out", str(out), "--seed", str(SEED), "--episodes", "1", "--format", "ui-tars"]
-    cmd += ["--options", json.dumps({"num_rows": 1}), "--session-url", session.base_url]
-    cmd += ["--port", "0"]
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(REPO),
-        TOKEN_ENV_VAR: session.headers[TOKEN_HEADER],
-    }
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO
-    )
     performed: list[Action] = []
-    try:
-        url = _read_url(proc)
-        assert url.startswith("http://127.0.0.1:")
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=find_browser(headless=True))
-            # Narrower than the screen: the screenshot is scaled down to fit.
-            page = browser.new_page(viewport={"width": 1000, "height": 700})
-            page.goto(url)
-            page.wait_for_function(
-                "document.getElementById('shot').complete && "
-                "document.getElementById('shot').naturalWidth === 1280"
-            )
-            assert page.locator("#shot").bounding_box()["width"] < SCREEN_WIDTH
-            oracle = SessionClient(session.base_url).oracle()
-            for field, value in zip(FIELDS, oracle["target_values"][0], strict=True):
-                point, back = _screen_to_page(page, *box_centre(oracle["inputs"][field]["box"]))
-                page.mouse.click(*point)
-                page.keyboard.type(value)
-                performed += [
-                    Action(ActionType.LEFT_CLICK, *back),
-                    Action(ActionType.TYPE, text=value),
-                ]
-            point, back = _screen_to_page(page, *box_centre(oracle["submit_button"]))
+    args = ("--seed", str(SEED), "--episodes", "1", "--format", "ui-tars")
+    with _recorder_page(runtime, out, *args) as (page, session, _):
+        oracle = SessionClient(session.base_url).oracle()
+        for field, value in zip(FIELDS, oracle["target_values"][0], strict=True):
+            point, back = _screen_to_page(page, *box_centre(oracle["inputs"][field]["box"]))
             page.mouse.click(*point)
-            performed.append(Action(ActionType.LEFT_CLICK, *back))
-            _wait_idle(page)
-            page.wait_for_function("document.getElementById('finish').disabled")
-            text = page.locator("body").inner_text()
-            browser.close()
-        proc.wait(timeout=30)
-        assert proc.returncode == 0, proc.stderr.read() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        runtime.release(session)
+            page.keyboard.type(value)
+            performed += [Action(ActionType.LEFT_CLICK, *back), Action(ActionType.TYPE, text=value)]
+        point, back = _screen_to_page(page, *box_centre(oracle["submit_button"]))
+        page.mouse.click(*point)
+        performed.append(Action(ActionType.LEFT_CLICK, *back))
+        _wait_idle(page)
+        page.wait_for_function("document.getElementById('finish').disabled")
+        text = page.locator("body").inner_text()
     yield out, performed, text
 
 
@@ -147,6 +155,7 @@ def test_clicks_and_typing_on_the_page_solve_an_episode(
     assert "human-0" in replay and "success" in replay and "type(content=" in replay
 
 
+@pytest.mark.slow
 def test_train_rs_fine_tunes_on_recorded_demonstrations(
     recorded: tuple[Path, list[Action], str], tmp_path: Path
 ) -> None:
@@ -158,7 +167,9 @@ def test_train_rs_fine_tunes_on_recorded_demonstrations(
     cmd = [sys.executable, str(REPO / "scripts" / "train_rs.py")]
     cmd += ["--config", str(REPO / "scripts" / "configs" / "tiny_cpu.yaml")]
     cmd += ["--output-dir", str(run_dir), "--logging.progress", "false", "--iterations", "1"]
-    cmd += ["--model.format", "ui-tars", "--env.num_envs", "1", "--eval.episodes", "0"]
+    # Recorded in UI-TARS's format, trained in Qwen2.5-VL's (tiny_cpu.yaml's): each step
+    # is written afresh for the run's model.
+    cmd += ["--env.num_envs", "1", "--eval.episodes", "0"]
     cmd += ["--rollout.episodes_per_iteration", "1", "--rollout.group_size", "1"]
     cmd += ["--env.max_steps", "1", "--rs.expert_episodes", "0"]
     # Only a success is kept: the demonstration, not the random model's episode.
@@ -204,3 +215,65 @@ def test_the_page_refuses_requests_from_other_sites(tmp_path: Path) -> None:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_every_kind_of_input_becomes_its_action(runtime: Any, tmp_path: Path) -> None:
+    """Double and right clicks, the wheel, a drag, typing corrected with Backspace and
+    key combinations; New episode drops an episode, Finish saves one, Stop ends."""
+    out = tmp_path / "demos"
+    with _recorder_page(
+        runtime, out, "--seed", "3", "--episodes", "0", "--format", "qwen2.5-vl"
+    ) as (
+        page,
+        _,
+        proc,
+    ):
+        sheet, cell = (320, 400), (120, 101)
+        point, _ = _screen_to_page(page, *cell)
+        page.mouse.click(*point)
+        _wait_idle(page)
+        assert page.locator("#steps").inner_text() == "1"
+        page.click("#new")  # that click's episode is dropped: a new task instance
+        _wait_idle(page)
+        assert page.locator("#steps").inner_text() == "0"
+
+        performed = []
+        point, back = _screen_to_page(page, *cell)
+        page.mouse.dblclick(*point)
+        performed.append(Action(ActionType.DOUBLE_CLICK, *back))
+        page.mouse.click(*point, button="right")
+        performed.append(Action(ActionType.RIGHT_CLICK, *back))
+        point, back = _screen_to_page(page, *sheet)
+        page.mouse.move(*point)
+        page.mouse.wheel(0, 300)
+        performed.append(Action(ActionType.SCROLL, *back, direction="down", amount=3))
+        start, start_back = _screen_to_page(page, *cell)
+        end, end_back = _screen_to_page(page, cell[0] + 200, cell[1] + 60)
+        page.mouse.move(*start)
+        page.mouse.down()
+        page.mouse.move(*end, steps=5)
+        page.mouse.up()
+        performed.append(Action(ActionType.DRAG, *start_back, end_x=end_back[0], end_y=end_back[1]))
+        page.keyboard.type("ab")
+        page.keyboard.press("Backspace")  # corrected before it was sent
+        page.keyboard.type("c")
+        performed.append(Action(ActionType.TYPE, text="ac"))
+        for pressed, keys in (
+            ("Control+a", "ctrl+a"),
+            ("Escape", "esc"),
+            ("Shift+Tab", "shift+tab"),
+        ):
+            page.keyboard.press(pressed)
+            performed.append(Action(ActionType.KEYS, keys=keys))
+        _wait_idle(page)
+        page.click("#finish")
+        _wait_idle(page)
+        assert "human-0: failure" in page.locator("#saved").inner_text()
+        page.click("#stop")  # the next episode, begun, is dropped
+        _wait_idle(page)
+        _wait_screenshot(page)
+    assert proc.returncode == 0
+    [episode] = load_episodes(out)
+    assert episode.seed == 4 and not episode.success  # seed 3's episode was dropped
+    assert [s.action for s in episode.steps[:-1]] == performed
+    assert episode.steps[-1].action.type is ActionType.FINISH and episode.steps[-1].terminated

@@ -274,9 +274,10 @@ class RSSection:
     )
     demonstrations: list[str] = param(
         factory=list,
-        help="Run directories of recorded demonstrations (`python -m uirl_agents.record`, "
-        "written in model.format) whose episodes join iteration 0's data, shared out "
-        "over the processes; rs.reward_threshold applies to them as to any episode.",
+        help="Run directories of recorded demonstrations (`python -m uirl_agents.record`) "
+        "whose episodes join iteration 0's data, shared out over the processes; each step "
+        "is written afresh in model.format (any recording format works). "
+        "rs.reward_threshold applies to them as to any episode.",
     )
 
 

@@ -6,7 +6,8 @@ Per iteration:
    current weights (sampling). In iteration 0 it can add demonstrations from the
    task's scripted expert, written in the model's own format (a cold start: a fresh
    model rarely produces a parseable action, so it has nothing to imitate yet), and
-   its share of the episodes a person recorded (``rs.demonstrations``).
+   its share of the episodes a person recorded (``rs.demonstrations``), written
+   afresh in the run's format.
 2. **Filter.** Keep the episodes whose total reward reaches ``rs.reward_threshold``.
 3. **Fine-tune.** Every step of a kept episode (but those whose output did not parse,
    with ``rs.drop_unparsed_steps``) becomes an SFT sample: its exact prompt and the
@@ -20,6 +21,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from uirl_agents.policies.context import EpisodeContexts
 from uirl_agents.policies.expert import ExpertPolicy
 from uirl_agents.rollout import EpisodeSpec
 from uirl_agents.trainers.common import (
@@ -55,45 +57,49 @@ def collect_demonstrations(run: TrainingRun) -> list[Episode]:
 
 
 def load_demonstrations(run: TrainingRun) -> list[Episode]:
-    """This process's share of the episodes in ``rs.demonstrations`` (recorded ones).
+    """This process's share of the episodes in ``rs.demonstrations`` (recorded ones),
+    each step written afresh in the run's format (:func:`rewrite_demonstration`).
 
     Raises:
-        ValueError: a step that is not in the model's format (its text does not parse,
-            or its images are not the size the model sees): recorded with another
-            ``--format`` or image size than the run's.
+        ValueError: a step whose action the run's format cannot express.
     """
     episodes = [
         (run_dir, episode)
         for run_dir in run.config.rs.demonstrations
         for episode in iter_episodes(run_dir)
     ]
-    mine = episodes[run.rank :: run.world_size]
-    for run_dir, episode in mine:
-        _check_demonstration(run, run_dir, episode)
-    return [episode for _, episode in mine]
+    contexts = EpisodeContexts(run.format, max_images=run.config.rollout.max_images)
+    mine = []
+    for run_dir, episode in episodes[run.rank :: run.world_size]:
+        try:
+            mine.append(rewrite_demonstration(episode, contexts))
+        except ValueError as exc:
+            raise ValueError(f"rs.demonstrations: {run_dir}: {exc}") from None
+    return mine
 
 
-def _check_demonstration(run: TrainingRun, run_dir: str, episode: Episode) -> None:
-    fmt = run.format
-    where = f"rs.demonstrations: {run_dir} episode {episode.episode_id}"
+def rewrite_demonstration(episode: Episode, contexts: EpisodeContexts) -> Episode:
+    """``episode`` with each step's prompt, images and text as the contexts' format
+    writes them, so that a recording serves any model: its format, image size and
+    number of screenshots per prompt need not be the run's. The actions stay the
+    ones performed.
+
+    Raises:
+        ValueError: an action the format cannot express (naming the step).
+    """
+    contexts.begin_episode(0)
     for n, step in enumerate(episode.steps):
-        if step.screenshot is None or step.model_images is None:
+        if step.action is None or step.screenshot is None:
+            step.messages = step.model_images = None  # nothing to imitate: not a sample
             continue
-        geometry = fmt.geometry_for(step.screenshot)
-        size = (geometry.image_width, geometry.image_height)
-        image_size = (step.model_images[-1].shape[1], step.model_images[-1].shape[0])
-        if image_size != size:
-            raise ValueError(
-                f"{where} step {n}: its images are {image_size[0]}x{image_size[1]}, the model "
-                f"sees {size[0]}x{size[1]}; record with the processor's min/max pixels"
-            )
-        parsed = fmt.parse(step.text, geometry)
-        if parsed.action is None:
-            raise ValueError(
-                f"{where} step {n}: its text is not in model.format {fmt.name!r} "
-                f"({parsed.error}); record with `python -m uirl_agents.record --format "
-                f"{fmt.name}` or set model.format to the recording's"
-            )
+        observation = {"screenshot": step.screenshot, "instruction": episode.instruction}
+        try:
+            written = contexts.demonstrate(0, observation, step.action)
+        except ValueError as exc:
+            raise ValueError(f"episode {episode.episode_id} step {n}: {exc}") from None
+        step.text, step.messages, step.model_images = written.text, written.messages, written.images
+        step.prompt_ids = step.completion_ids = step.logprobs = None
+    return episode
 
 
 def train_rs(config: RSConfig, output_dir: str | Path) -> None:
