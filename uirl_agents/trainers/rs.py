@@ -63,18 +63,18 @@ def load_demonstrations(run: TrainingRun) -> list[Episode]:
     Raises:
         ValueError: a step whose action the run's format cannot express.
     """
-    episodes = [
-        (run_dir, episode)
-        for run_dir in run.config.rs.demonstrations
-        for episode in iter_episodes(run_dir)
-    ]
     contexts = EpisodeContexts(run.format, max_images=run.config.rollout.max_images)
-    mine = []
-    for run_dir, episode in episodes[run.rank :: run.world_size]:
-        try:
-            mine.append(rewrite_demonstration(episode, contexts))
-        except ValueError as exc:
-            raise ValueError(f"rs.demonstrations: {run_dir}: {exc}") from None
+    mine, seen = [], 0
+    for run_dir in run.config.rs.demonstrations:
+        # Only this process's episodes stay in memory; the others' are read and dropped.
+        for episode in iter_episodes(run_dir):
+            seen += 1
+            if (seen - 1) % run.world_size != run.rank:
+                continue
+            try:
+                mine.append(rewrite_demonstration(episode, contexts))
+            except ValueError as exc:
+                raise ValueError(f"rs.demonstrations: {run_dir}: {exc}") from None
     return mine
 
 
@@ -99,6 +99,8 @@ def rewrite_demonstration(episode: Episode, contexts: EpisodeContexts) -> Episod
             raise ValueError(f"episode {episode.episode_id} step {n}: {exc}") from None
         step.text, step.messages, step.model_images = written.text, written.messages, written.images
         step.prompt_ids = step.completion_ids = step.logprobs = None
+    for step in episode.steps:
+        step.screenshot = None  # training needs only the model's images (~3 MB a step less)
     return episode
 
 
