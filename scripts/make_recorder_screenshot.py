@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import threading
 from pathlib import Path
 
 from PIL import Image
@@ -40,8 +39,8 @@ def main() -> None:
         config = RecorderConfig(out_dir=Path(tmp), seed=0, options={"rows": [3, 41]})
         recorder = Recorder(config, env)
         recorder.start()
-        server = RecorderServer(("127.0.0.1", 0), recorder)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        server = RecorderServer(("127.0.0.1", 0))
+        server.start(recorder)
         try:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=find_browser(headless=True))
@@ -64,8 +63,7 @@ def main() -> None:
             image = Image.open(png).convert("RGB")
         finally:
             recorder.close()
-            server.shutdown()
-            server.server_close()
+            server.stop()
             env.close()
     height = round(image.height * args.width / image.width)
     image = image.resize((args.width, height), Image.LANCZOS)

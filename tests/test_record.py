@@ -7,10 +7,11 @@ import contextlib
 import json
 import math
 import os
+import re
 import selectors
+import socket
 import subprocess
 import sys
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,7 +22,7 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from uirl_agents.formats import get_format
-from uirl_agents.record import RecorderConfig, RecorderServer
+from uirl_agents.record import RecorderAddressError, RecorderConfig, RecorderServer, record
 from uirl_agents.trajectories import EPISODES_FILE, load_episodes, to_sft_examples
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
 from uirl_gym.client import SessionClient
@@ -197,12 +198,10 @@ def test_recorder_config_errors_name_the_field(tmp_path: Path) -> None:
         RecorderConfig(out_dir=tmp_path, episodes=-1)
 
 
-def test_the_page_refuses_requests_from_other_sites(tmp_path: Path) -> None:
+def test_the_page_refuses_requests_from_other_sites() -> None:
     """Another site open in the browser cannot drive the session through the page."""
-    server = RecorderServer(("127.0.0.1", 0), recorder=None)  # type: ignore[arg-type]
-
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    server = RecorderServer(("127.0.0.1", 0))
+    server.start(recorder=None)  # type: ignore[arg-type]  # refused before it is asked
     try:
         request = urllib.request.Request(
             f"{server.url}api/stop",
@@ -213,8 +212,17 @@ def test_the_page_refuses_requests_from_other_sites(tmp_path: Path) -> None:
             urllib.request.urlopen(request, timeout=5)
         assert info.value.code == 403
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()
+
+
+def test_a_taken_port_is_an_error_before_any_session_starts(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(RecorderAddressError, match=re.escape(f"127.0.0.1:{port}")):
+            record(RecorderConfig(out_dir=tmp_path / "demos"), port=port)
+    assert not (tmp_path / "demos").exists()
 
 
 def test_every_kind_of_input_becomes_its_action(runtime: Any, tmp_path: Path) -> None:

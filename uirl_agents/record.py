@@ -278,8 +278,16 @@ class Recorder:
                 self._finish()
 
 
-class RecorderFinishedError(RuntimeError):
+class RecorderError(RuntimeError):
+    """Base class of the recorder's errors."""
+
+
+class RecorderFinishedError(RecorderError):
     """An action or a new episode after the recording finished."""
+
+
+class RecorderAddressError(RecorderError):
+    """The page's address cannot be served (e.g. the port is taken)."""
 
 
 def _episodes_in(run_dir: Path) -> int:
@@ -382,20 +390,43 @@ class RecorderHandler(BaseHTTPRequestHandler):
 
 
 class RecorderServer(ThreadingHTTPServer):
-    """The recorder page's HTTP server (one thread per connection; the recorder locks)."""
+    """The recorder page's HTTP server (one thread per connection; the recorder locks).
+
+    Binds its address when made; :meth:`start` serves a recorder from a thread,
+    :meth:`stop` stops serving and frees the address.
+
+    Attributes:
+        recorder: the recorder served (set by :meth:`start`).
+        done: set once the answer to the request that finished the recording is sent.
+        url: the page's address.
+    """
 
     daemon_threads = True
+    recorder: Recorder
 
-    def __init__(self, address: tuple[str, int], recorder: Recorder) -> None:
+    def __init__(self, address: tuple[str, int]) -> None:
         super().__init__(address, RecorderHandler)
-        self.recorder = recorder
-        # Set once the answer to the request that finished the recording is sent.
         self.done = threading.Event()
+        self._thread: threading.Thread | None = None
 
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}/"
+
+    def start(self, recorder: Recorder) -> None:
+        self.recorder = recorder
+        self._thread = threading.Thread(
+            target=self.serve_forever, name="uirl-recorder", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self.shutdown()  # waits for serve_forever, so only once it runs
+            self._thread.join()
+            self._thread = None
+        self.server_close()
 
 
 def record(config: RecorderConfig, *, host: str = "127.0.0.1", port: int = 0) -> list[Episode]:
@@ -410,25 +441,31 @@ def record(config: RecorderConfig, *, host: str = "127.0.0.1", port: int = 0) ->
 
     Returns:
         The episodes saved.
+
+    Raises:
+        RecorderAddressError: ``host:port`` cannot be served.
     """
-    env = UIEnv(task=config.task, base_url=config.session_url)
+    # The address first: a taken port fails before any session or browser starts.
     try:
-        recorder = Recorder(config, env)
+        server = RecorderServer((host, port))
+    except OSError as exc:
+        raise RecorderAddressError(
+            f"cannot serve the recorder page on {host}:{port} ({exc.strerror}); "
+            "choose another --port, or --port 0 for any free one"
+        ) from exc
+    env = UIEnv(task=config.task, base_url=config.session_url)
+    recorder = Recorder(config, env)
+    try:
         recorder.start()
-        server = RecorderServer((host, port), recorder)
-        thread = threading.Thread(target=server.serve_forever, name="uirl-recorder", daemon=True)
-        thread.start()
+        server.start(recorder)
         sys.stdout.write(f"recorder: {server.url}\n")
         sys.stdout.flush()
         logger.info("recording %s into %s at %s", config.task, config.out_dir, server.url)
-        try:
-            server.done.wait()
-        finally:
-            recorder.close()
-            server.shutdown()
-            server.server_close()
+        server.done.wait()
         return recorder.saved
     finally:
+        recorder.close()
+        server.stop()
         env.close()
 
 
@@ -468,7 +505,11 @@ def main(argv: list[str] | None = None) -> int:
         options=args.options,
         session_url=args.session_url,
     )
-    saved = record(config, host=args.host, port=args.port)
+    try:
+        saved = record(config, host=args.host, port=args.port)
+    except RecorderAddressError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
     won = sum(e.success for e in saved)
     sys.stdout.write(f"saved {len(saved)} episodes ({won} successes) in {args.out}\n")
     return 0
