@@ -108,7 +108,7 @@ class Recorder:
         new_episode(): drop the running episode and start the next one.
         stop(): drop the running episode and finish.
         state(): what the page shows, as JSON-ready data.
-        saved: the episodes saved so far.
+        saved: the episodes saved so far (their images are on disk only).
         screenshot_png(): the current screenshot.
     """
 
@@ -148,6 +148,7 @@ class Recorder:
             task=info["task"],
         )
         self._contexts.begin_episode(ENV_INDEX)
+        self._last_error = None
         self._show(obs)
         logger.info("episode %s: %s", self._episode.episode_id, obs["instruction"])
 
@@ -188,6 +189,9 @@ class Recorder:
     def _save(self, episode: Episode) -> None:
         self._writer.write(episode)
         write_viewer(self.config.out_dir)
+        for step in episode.steps:
+            # On disk now; a long session must not hold every screenshot in memory.
+            step.screenshot = step.model_images = None
         self._saved.append(episode)
         self._episode_number += 1
         self._episode = None
@@ -360,6 +364,12 @@ class RecorderHandler(BaseHTTPRequestHandler):
             return
         except RecorderFinishedError as exc:
             self._send_json(HTTPStatus.CONFLICT, {"error": str(exc)})
+            return
+        except Exception as exc:  # e.g. a session that failed on reset: the page says so
+            logger.exception("%s failed", path)
+            self._send_json(
+                HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(exc).__name__}: {exc}"}
+            )
             return
         self._send_json(HTTPStatus.OK, recorder.state())
         if recorder.finished.is_set():
