@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import argparse
 import io
+import ipaddress
 import json
 import logging
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
@@ -463,6 +464,11 @@ def record(config: RecorderConfig, *, host: str = "127.0.0.1", port: int = 0) ->
             f"cannot serve the recorder page on {host}:{port} ({exc.strerror}); "
             "choose another --port, or --port 0 for any free one"
         ) from exc
+    if not ipaddress.ip_address(server.server_address[0]).is_loopback:
+        logger.warning(
+            "the recorder page listens on %s: anyone who reaches it can drive the session",
+            host,
+        )
     env = UIEnv(task=config.task, base_url=config.session_url)
     recorder = Recorder(config, env)
     try:
@@ -479,25 +485,53 @@ def record(config: RecorderConfig, *, host: str = "127.0.0.1", port: int = 0) ->
         env.close()
 
 
+DEFAULT_PORT = 8765
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f'expected a JSON object such as {{"num_rows": 1}}, got {text!r}'
+        )
+    return value
+
+
 def build_arg_parser() -> argparse.ArgumentParser:
+    """The command line; its defaults are :class:`RecorderConfig`'s."""
+    default = {f.name: f.default for f in fields(RecorderConfig)}
     p = argparse.ArgumentParser(
         prog="python -m uirl_agents.record", description=__doc__.splitlines()[0]
     )
-    p.add_argument("--task", default="simple_data_entry", choices=sorted(TASKS))
+    p.add_argument("--task", default=default["task"], choices=sorted(TASKS))
     p.add_argument("--out", type=Path, required=True, help="the run directory to write")
-    p.add_argument("--seed", type=int, default=None, help="episode k resets with seed + k")
-    p.add_argument("--episodes", type=int, default=1, help="episodes to save; 0: until Stop")
-    p.add_argument("--format", default="ui-tars", choices=sorted(FORMATS))
-    p.add_argument("--max-images", type=int, default=1, help="screenshots per step's prompt")
-    p.add_argument("--max-steps", type=int, default=100, help="truncate episodes after this")
+    p.add_argument("--seed", type=int, default=default["seed"], help="episode k: seed + k")
     p.add_argument(
-        "--options", type=json.loads, default={}, help="reset options as JSON: '{\"num_rows\": 1}'"
+        "--episodes", type=int, default=default["episodes"], help="episodes to save; 0: until Stop"
+    )
+    p.add_argument("--format", default=default["format"], choices=sorted(FORMATS))
+    p.add_argument(
+        "--max-images", type=int, default=default["max_images"], help="screenshots per prompt"
+    )
+    p.add_argument(
+        "--max-steps", type=int, default=default["max_steps"], help="truncate episodes after this"
+    )
+    p.add_argument(
+        "--options",
+        type=_json_object,
+        default={},
+        help="reset options as JSON: '{\"num_rows\": 1}'",
     )
     p.add_argument(
         "--session-url", default=None, help="a running session server; default: start one"
     )
     p.add_argument("--host", default="127.0.0.1", help="the page's address (keep it local)")
-    p.add_argument("--port", type=int, default=8765, help="the page's port; 0: any free one")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="the page's port; 0: any free one"
+    )
     return p
 
 
