@@ -20,7 +20,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from uirl_agents.policies.base import Policy
+from uirl_agents.policies.base import Policy, PolicyStep
 from uirl_agents.trajectories import Episode, Step, TrajectoryWriter
 from uirl_gym.vector import SessionVectorEnv
 
@@ -100,20 +100,10 @@ def collect_episodes(
             next_obs, reward, terminated, truncated, info = results[i]
             truncated = truncated or (not terminated and episode.length + 1 >= max_steps)
             episode.steps.append(
-                Step(
-                    screenshot=obs["screenshot"],
-                    action=ps.action,
-                    error=ps.error or info.get("invalid_action"),
-                    text=ps.text,
-                    messages=ps.messages,
-                    model_images=ps.images,
-                    prompt_ids=ps.prompt_ids,
-                    completion_ids=ps.completion_ids,
-                    logprobs=ps.logprobs,
-                    reward=float(reward),
-                    terminated=bool(terminated),
-                    truncated=bool(truncated),
-                    progress=info.get("progress"),
+                to_step(
+                    obs,
+                    ps,
+                    (next_obs, reward, terminated, truncated, info),
                     policy_time_s=ps.policy_time_s or policy_time,
                     env_time_s=envs.envs[i].timings.get("step_s", 0.0),
                 )
@@ -131,6 +121,42 @@ def collect_episodes(
                 running[i] = (spec_index, episode, next_obs)
     bar.close()
     return [done[k] for k in range(len(specs))]
+
+
+def to_step(
+    observation: dict[str, Any],
+    policy_step: PolicyStep,
+    result: tuple[dict[str, Any], float, bool, bool, dict[str, Any]],
+    *,
+    policy_time_s: float,
+    env_time_s: float,
+) -> Step:
+    """The trajectory step of ``policy_step`` taken on ``observation``.
+
+    Args:
+        observation: what the policy acted on.
+        policy_step: what it did.
+        result: the env's ``(next_obs, reward, terminated, truncated, info)`` for it.
+        policy_time_s, env_time_s: the wall times to record.
+    """
+    _, reward, terminated, truncated, info = result
+    return Step(
+        screenshot=observation["screenshot"],
+        action=policy_step.action,
+        error=policy_step.error or info.get("invalid_action"),
+        text=policy_step.text,
+        messages=policy_step.messages,
+        model_images=policy_step.images,
+        prompt_ids=policy_step.prompt_ids,
+        completion_ids=policy_step.completion_ids,
+        logprobs=policy_step.logprobs,
+        reward=float(reward),
+        terminated=bool(terminated),
+        truncated=bool(truncated),
+        progress=info.get("progress"),
+        policy_time_s=policy_time_s,
+        env_time_s=env_time_s,
+    )
 
 
 def _start_episodes(

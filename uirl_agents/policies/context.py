@@ -21,6 +21,8 @@ import numpy as np
 
 from uirl_agents.formats import ModelFormat, ScreenGeometry
 from uirl_agents.formats.base import Message
+from uirl_agents.policies.base import PolicyStep
+from uirl_gym.actions import Action
 
 
 @dataclass
@@ -107,6 +109,27 @@ class EpisodeContexts:
                 episode.pointer = (action.end_x, action.end_y)  # a drag ends there
             elif action is not None and action.x is not None and action.y is not None:
                 episode.pointer = (action.x, action.y)
+
+    def demonstrate(
+        self, env_index: int, observation: dict[str, Any], action: Action
+    ) -> PolicyStep:
+        """A demonstration step: ``action`` written as the model would have written it.
+
+        Used for every demonstrator (the scripted experts, a person at the recorder), so
+        that their steps are SFT data in the model's own format: the prompt and images
+        the model would see, the completion text it would write.
+
+        Returns:
+            The step, whose ``action`` is what the text says (e.g. UI-TARS scrolls carry
+            no amount), so that a demonstration's text and its effect always agree.
+        """
+        prompt = self.observe(env_index, observation)
+        text = self.format.render(action, prompt.geometry)
+        executed = self.format.parse(text, prompt.geometry).action or action
+        self.record(env_index, text)
+        return PolicyStep(
+            action=executed, text=text, messages=prompt.messages, images=prompt.images
+        )
 
     def pointer(self, env_index: int) -> tuple[int, int] | None:
         """Where sub-env ``env_index``'s pointer is (screen pixels), None if not known."""

@@ -70,15 +70,11 @@ class ExpertPolicy:
             t0 = time.perf_counter()
             expert = self._experts.get(i) or self._experts.setdefault(i, self._new_expert(i))
             action = expert.next_action(self.oracle(i))
-            step = PolicyStep(action=action)
-            if self._contexts is not None and self.format is not None:
-                prompt = self._contexts.observe(i, obs)
-                step.text = self.format.render(action, prompt.geometry)
-                step.messages, step.images = prompt.messages, prompt.images
-                # Execute what the text says (e.g. UI-TARS scrolls carry no amount), so a
-                # demonstration's text and its effect always agree.
-                step.action = self.format.parse(step.text, prompt.geometry).action or action
-                self._contexts.record(i, step.text)
+            step = (
+                self._contexts.demonstrate(i, obs, action)
+                if self._contexts is not None
+                else PolicyStep(action=action)
+            )
             step.policy_time_s = time.perf_counter() - t0
             steps.append(step)
         return steps

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import typing
 from dataclasses import MISSING, dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 logger = logging.getLogger(__name__)
@@ -271,6 +272,13 @@ class RSSection:
         help="Leave out the steps of kept episodes whose output did not parse into an "
         "action (they would teach the format's mistakes).",
     )
+    demonstrations: list[str] = param(
+        factory=list,
+        help="Run directories of recorded demonstrations (`python -m uirl_agents.record`) "
+        "whose episodes join iteration 0's data, shared out over the processes; each step "
+        "is written afresh in model.format (any recording format works). "
+        "rs.reward_threshold applies to them as to any episode.",
+    )
 
 
 @dataclass
@@ -425,6 +433,7 @@ class RSConfig(TrainConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check(self.rs.expert_episodes >= 0, "rs.expert_episodes", ">= 0", self.rs.expert_episodes)
+        _check_demonstrations(self.rs.demonstrations)
 
 
 @dataclass
@@ -496,3 +505,20 @@ def _check_tasks(env: EnvConfig) -> None:
             spec.check_options({k: v for k, v in options.items() if k != "split"})
         except ValueError as exc:
             raise ValueError(f"env.task_options.{name}: {exc}") from None
+
+
+def _check_demonstrations(run_dirs: list[str]) -> None:
+    """Each of ``rs.demonstrations`` is a run directory with episodes in it."""
+    from uirl_agents.trajectories import EPISODES_FILE
+
+    for run_dir in run_dirs:
+        if not isinstance(run_dir, str) or not run_dir:
+            raise ValueError(
+                f"rs.demonstrations: expected a list of run directories, got {run_dir!r} in it"
+            )
+        if not (Path(run_dir) / EPISODES_FILE).is_file():
+            raise ValueError(
+                f"rs.demonstrations: {run_dir!r} holds no {EPISODES_FILE}; expected a run "
+                "directory written by `python -m uirl_agents.record --out DIR` (or by "
+                "evaluate.py or a trainer): fix the path or record there first"
+            )

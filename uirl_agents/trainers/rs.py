@@ -5,7 +5,9 @@ Per iteration:
 1. **Collect.** Each process runs its share of the iteration's episodes with the
    current weights (sampling). In iteration 0 it can add demonstrations from the
    task's scripted expert, written in the model's own format (a cold start: a fresh
-   model rarely produces a parseable action, so it has nothing to imitate yet).
+   model rarely produces a parseable action, so it has nothing to imitate yet), and
+   its share of the episodes a person recorded (``rs.demonstrations``), written
+   afresh in the run's format.
 2. **Filter.** Keep the episodes whose total reward reaches ``rs.reward_threshold``.
 3. **Fine-tune.** Every step of a kept episode (but those whose output did not parse,
    with ``rs.drop_unparsed_steps``) becomes an SFT sample: its exact prompt and the
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from uirl_agents.policies.context import EpisodeContexts
 from uirl_agents.policies.expert import ExpertPolicy
 from uirl_agents.rollout import EpisodeSpec
 from uirl_agents.trainers.common import (
@@ -28,7 +31,7 @@ from uirl_agents.trainers.common import (
 from uirl_agents.trainers.config import RSConfig
 from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
 from uirl_agents.trainers.sft import sft_samples, sft_update
-from uirl_agents.trajectories import Episode
+from uirl_agents.trajectories import Episode, iter_episodes
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +56,54 @@ def collect_demonstrations(run: TrainingRun) -> list[Episode]:
     return run.collect(expert, specs, tag="demonstrations")
 
 
+def load_demonstrations(run: TrainingRun) -> list[Episode]:
+    """This process's share of the episodes in ``rs.demonstrations`` (recorded ones),
+    each step written afresh in the run's format (:func:`rewrite_demonstration`).
+
+    Raises:
+        ValueError: a step whose action the run's format cannot express.
+    """
+    contexts = EpisodeContexts(run.format, max_images=run.config.rollout.max_images)
+    mine, seen = [], 0
+    for run_dir in run.config.rs.demonstrations:
+        # Only this process's episodes stay in memory; the others' are read and dropped.
+        for episode in iter_episodes(run_dir):
+            seen += 1
+            if (seen - 1) % run.world_size != run.rank:
+                continue
+            try:
+                mine.append(rewrite_demonstration(episode, contexts))
+            except ValueError as exc:
+                raise ValueError(f"rs.demonstrations: {run_dir}: {exc}") from None
+    return mine
+
+
+def rewrite_demonstration(episode: Episode, contexts: EpisodeContexts) -> Episode:
+    """``episode`` with each step's prompt, images and text as the contexts' format
+    writes them, so that a recording serves any model: its format, image size and
+    number of screenshots per prompt need not be the run's. The actions stay the
+    ones performed.
+
+    Raises:
+        ValueError: an action the format cannot express (naming the step).
+    """
+    contexts.begin_episode(0)
+    for n, step in enumerate(episode.steps):
+        if step.action is None or step.screenshot is None:
+            step.messages = step.model_images = None  # nothing to imitate: not a sample
+            continue
+        observation = {"screenshot": step.screenshot, "instruction": episode.instruction}
+        try:
+            written = contexts.demonstrate(0, observation, step.action)
+        except ValueError as exc:
+            raise ValueError(f"episode {episode.episode_id} step {n}: {exc}") from None
+        step.text, step.messages, step.model_images = written.text, written.messages, written.images
+        step.prompt_ids = step.completion_ids = step.logprobs = None
+    for step in episode.steps:
+        step.screenshot = None  # training needs only the model's images (~3 MB a step less)
+    return episode
+
+
 def train_rs(config: RSConfig, output_dir: str | Path) -> None:
     """Run (or resume) expert iteration in ``output_dir``; every process calls this.
 
@@ -71,11 +122,17 @@ def rs_iterations(run: TrainingRun) -> None:
         watch = Stopwatch()
         with watch.phase("rollout"):
             episodes = run.collect_iteration(iteration)
-            demos = []
+            demos, recorded = [], []
             if iteration == 0 and config.rs.expert_episodes:
                 demos = collect_demonstrations(run)
+            if iteration == 0 and config.rs.demonstrations:
+                recorded = load_demonstrations(run)
         watch.add("policy", policy_seconds(episodes))
-        kept = [e for e in [*demos, *episodes] if e.total_reward >= config.rs.reward_threshold]
+        kept = [
+            e
+            for e in [*demos, *recorded, *episodes]
+            if e.total_reward >= config.rs.reward_threshold
+        ]
         with watch.phase("train"):
             samples = sft_samples(run, kept, drop_unparsed=config.rs.drop_unparsed_steps)
             train = sft_update(run, samples, iteration)
@@ -85,8 +142,9 @@ def rs_iterations(run: TrainingRun) -> None:
         metrics = {
             **run.episode_metrics(episodes, "rollout"),
             **run.episode_metrics(demos, "demonstrations"),
+            **run.episode_metrics(recorded, "recorded"),
             "rollout/kept_fraction": run.sum_all(len(kept))
-            / max(1.0, run.sum_all(len(episodes) + len(demos))),
+            / max(1.0, run.sum_all(len(episodes) + len(demos) + len(recorded))),
             **train,
             **perf_metrics(watch.totals, watch.elapsed(), tokens),
         }
