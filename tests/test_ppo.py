@@ -26,6 +26,7 @@ from uirl_agents.policies.hf import (  # noqa: E402
     HFPolicy,
     HFPolicyConfig,
     completion_logprobs,
+    encode_prompts,
     format_config_from_processor,
 )
 from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
@@ -159,15 +160,19 @@ def test_the_value_reads_the_prompts_last_state_whatever_follows(tiny_policy: HF
     model, processor = tiny_policy.model, tiny_policy.processor
     head = ValueHead.for_model(model, torch.device("cpu"))
     torch.nn.init.normal_(head.linear.weight)
-    values = []
+    values, states = [], []
     for completion in (step.completion_ids, []):
-        states: list[torch.Tensor] = []
         completion_logprobs(
             model, processor, [step.messages], [step.images], [completion], prompt_states=states
         )
-        assert states[0].shape == (model.config.get_text_config().hidden_size,)
-        values.append(head(torch.stack(states)))
+        assert states[-1].shape == (model.config.get_text_config().hidden_size,)
+        values.append(head(states[-1][None]))
     torch.testing.assert_close(values[0], values[1])
+    # It is the model's own last hidden state (after the final norm) at the prompt's end.
+    inputs = encode_prompts(processor, [step.messages], [step.images])
+    with torch.no_grad():
+        hidden = model(**inputs, output_hidden_states=True).hidden_states[-1]
+    torch.testing.assert_close(states[-1].detach(), hidden[0, -1])
     values[0].sum().backward()  # the value's gradient reaches the model (a shared trunk)
     assert head.linear.weight.grad is not None
 

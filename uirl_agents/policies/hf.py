@@ -140,8 +140,8 @@ def completion_logprobs(
         temperature: the sampling temperature the logprobs are scaled with.
         entropies: when given, receives per sample the entropy of the (temperature
             scaled) next-token distribution at each completion position (no gradient).
-        prompt_states: when given, receives per sample the last layer's hidden state
-            (after the final norm) at the prompt's last token, shape ``(hidden_size,)``,
+        prompt_states: when given, receives per sample the language model's last hidden
+            state (after the final norm) at the prompt's last token, shape ``(hidden_size,)``,
             with gradients: the state PPO's value head reads. Samples with an empty
             completion still get theirs (the forward pass runs).
 
@@ -186,17 +186,20 @@ def completion_logprobs(
         k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in model_inputs.items()
     }
     # Only the logits that predict completion tokens: positions prompt_len-1 .. end-1.
-    outputs = model(
-        **model_inputs,
-        use_cache=False,
-        logits_to_keep=width + 1,
-        output_hidden_states=prompt_states is not None,
-    )
+    hook = None
     if prompt_states is not None:
-        # Left-padded prompts: every sample's last prompt token is at prompt_len - 1.
-        last = outputs.hidden_states[-1][:, prompt_len - 1]
-        prompt_states.extend(last.unbind(0))
-    logits = outputs.logits[:, :-1]
+        # A hook on the language model keeps its last hidden state only: the model's
+        # output_hidden_states would hold every layer's for the whole batch.
+        def keep_prompt_states(_module: torch.nn.Module, _args: Any, output: Any) -> None:
+            # Left-padded prompts: every sample's last prompt token is at prompt_len - 1.
+            prompt_states.extend(output.last_hidden_state[:, prompt_len - 1].unbind(0))
+
+        hook = model.get_decoder().register_forward_hook(keep_prompt_states)
+    try:
+        logits = model(**model_inputs, use_cache=False, logits_to_keep=width + 1).logits[:, :-1]
+    finally:
+        if hook is not None:
+            hook.remove()
     logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
     token_logprobs = logprobs.gather(-1, completions.to(device).unsqueeze(-1)).squeeze(-1)
     if entropies is not None:
