@@ -148,6 +148,17 @@ def test_ppo_config_fields_and_errors() -> None:
 # ---- the value head's state, on a tiny real model ---------------------------------------
 
 
+def test_the_value_head_starts_at_zero_and_stays_float32_under_autocast() -> None:
+    head = ValueHead(8)
+    hidden = torch.randn(3, 8, dtype=torch.bfloat16)
+    assert head(hidden).tolist() == [0.0, 0.0, 0.0]
+    torch.nn.init.normal_(head.linear.weight)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # full fine-tuning's forward passes
+        values = head(hidden)
+    assert values.dtype == torch.float32
+    torch.testing.assert_close(values, head.linear(hidden.float()).squeeze(-1))
+
+
 @pytest.fixture(scope="module")
 def tiny_policy(tiny_qwen25vl_dir: Path) -> HFPolicy:
     model, processor = load_model_and_processor(tiny_qwen25vl_dir)

@@ -40,4 +40,6 @@ class ValueHead(nn.Module):
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         """``(B, hidden_size)`` hidden states (any dtype) -> ``(B,)`` float32 values."""
-        return self.linear(hidden.float()).squeeze(-1)
+        # Full fine-tuning runs forward passes under autocast (bf16): the head stays fp32.
+        with torch.autocast(hidden.device.type, enabled=False):
+            return self.linear(hidden.float()).squeeze(-1)
