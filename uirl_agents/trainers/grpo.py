@@ -26,6 +26,9 @@ Per iteration:
    over tokens and divided by the iteration's completion tokens (every process) per
    optimizer step.
 
+With ``algorithm: ppo`` the same iterations run PPO's update instead of steps 2-4
+(:mod:`~uirl_agents.trainers.ppo`: a value head, GAE over per-step rewards).
+
 TRL: ``GRPOTrainer`` is not used: its ``rollout_func`` rebuilds pixels from the
 dataset's image column, so it cannot train on per-step screenshots of multi-step
 episodes. The pieces TRL would give (the clipped surrogate, k3 KL, group-normalised
