@@ -1,6 +1,6 @@
 """Run a trainer under several processes and check that every process holds the same weights.
 
-    torchrun --nproc_per_node 2 scripts/check_ranks.py --trainer grpo \\
+    torchrun --nproc_per_node 2 scripts/check_ranks.py --trainer grpo|ppo|rs \\
         --config scripts/configs/tiny_cpu.yaml --output-dir runs/check --iterations 2
 
 Under ``accelerate launch --config_file scripts/configs/accelerate/fsdp.yaml`` (or with
@@ -31,7 +31,12 @@ from uirl_agents.trainers.grpo import grpo_iterations
 from uirl_agents.trainers.metrics import read_metrics
 from uirl_agents.trainers.rs import rs_iterations
 
-TRAINERS = {"grpo": (GRPOConfig, grpo_iterations), "rs": (RSConfig, rs_iterations)}
+# PPO is the GRPO trainer with `algorithm: ppo` (added to the arguments).
+TRAINERS = {
+    "grpo": (GRPOConfig, grpo_iterations),
+    "ppo": (GRPOConfig, grpo_iterations),
+    "rs": (RSConfig, rs_iterations),
+}
 
 
 def weight_spread(run: TrainingRun) -> float:
@@ -43,6 +48,11 @@ def weight_spread(run: TrainingRun) -> float:
         for n, p in run.model.named_parameters()
         if p.requires_grad
     }
+    if run.value_head is not None:  # PPO's head is trained next to the model
+        mine |= {
+            f"value_head.{n}": p.detach().cpu().clone()
+            for n, p in run.value_head.named_parameters()
+        }
     everyone = gather_object([mine])
     worst = 0.0
     for other in everyone[1:]:
@@ -61,6 +71,8 @@ def main() -> None:
     parser.add_argument("--trainer", choices=sorted(TRAINERS), required=True)
     args, rest = parser.parse_known_args()
     config_cls, iterations = TRAINERS[args.trainer]
+    if args.trainer == "ppo":
+        rest = [*rest, "--algorithm", "ppo"]
     config, output_dir = parse_args(config_cls, rest, "check_ranks.py")
     logging.basicConfig(
         level=logging.INFO if os.environ.get("RANK", "0") == "0" else logging.WARNING,

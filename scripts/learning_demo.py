@@ -17,6 +17,9 @@ task instance: task seed 0, sheet row 2; sparse reward, success = the env's
 3. **baseline**: the same GRPO command with a learning rate of 1e-12 (the optimizer
    must get a positive one): the cold-start policy sampled for as many iterations.
 
+``--algorithm ppo`` runs phases 2 and 3 as PPO (a value head and GAE, ``train_grpo.py
+--algorithm ppo``; the same config otherwise). Not measured yet.
+
 Then writes ``learning_curves.png`` and ``learning_curves.md`` (the numbers, and GRPO
 against the baseline pooled over the iterations after GRPO's first update, with a
 one-sided Fisher exact test) in the output dir. Measured results: docs/training.md,
@@ -110,17 +113,18 @@ def fisher_one_sided(a: tuple[int, int], b: tuple[int, int]) -> float:
     return sum(math.comb(a[1], k) * math.comb(b[1], wins - k) for k in tail) / denominator
 
 
-def comparison(grpo: dict, baseline: dict) -> str:
-    """GRPO vs the baseline, pooled over the rollouts after GRPO's first update."""
+def comparison(grpo: dict, baseline: dict, name: str = "GRPO") -> str:
+    """The trained run (``name``: GRPO or PPO) vs the baseline, pooled over the rollouts
+    after its first update."""
     g, b = successes(grpo, 2), successes(baseline, 2)
     return (
-        f"Iterations 2-{max(grpo)} (after GRPO's first update), pooled: GRPO {g[0]}/{g[1]} "
+        f"Iterations 2-{max(grpo)} (after {name}'s first update), pooled: {name} {g[0]}/{g[1]} "
         f"successes ({g[0] / max(g[1], 1):.2f}), baseline {b[0]}/{b[1]} "
         f"({b[0] / max(b[1], 1):.2f}); one-sided Fisher exact p = {fisher_one_sided(g, b):.2g}."
     )
 
 
-def plot(cold: dict, grpo: dict, baseline: dict, path: Path) -> None:
+def plot(cold: dict, grpo: dict, baseline: dict, path: Path, name: str = "GRPO") -> None:
     """Success and invalid-action rate of the rollouts, per iteration, both phases."""
     import matplotlib
 
@@ -134,19 +138,19 @@ def plot(cold: dict, grpo: dict, baseline: dict, path: Path) -> None:
         ("rollout/invalid_action_rate", "invalid-action rate (per step)"),
     ]
     for ax, (key, label) in zip(axes, panels, strict=True):
-        # x = GRPO updates before the rollouts; the cold start's rollouts (the random
+        # x = updates before the rollouts; the cold start's rollouts (the random
         # model, before its SFT update) sit at x = -1.
         ax.plot([-1], [cold[1][key]], "ks", label="random model (before cold-start SFT)")
-        for name, points, style in (
-            ("GRPO", grpo, "o-"),
+        for curve_label, points, style in (
+            (name, grpo, "o-"),
             (f"baseline (lr {BASELINE_LR})", baseline, "x--"),
         ):
             xs = sorted(points)
-            ax.plot([x - 1 for x in xs], [points[x][key] for x in xs], style, label=name)
+            ax.plot([x - 1 for x in xs], [points[x][key] for x in xs], style, label=curve_label)
         ax.axvline(-0.5, color="grey", linestyle=":")
         ax.text(-0.45, 0.5, "cold-start SFT", rotation=90, color="grey", fontsize=8, va="center")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel("GRPO updates before the rollouts (0: the cold-start policy)")
+        ax.set_xlabel(f"{name} updates before the rollouts (0: the cold-start policy)")
         ax.set_title(f"training rollouts: {label}", fontsize=10)
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
@@ -161,35 +165,43 @@ def main() -> None:
     parser.add_argument(
         "--grpo-iterations", type=int, default=None, help="default: tiny_task.yaml's iterations"
     )
+    parser.add_argument(
+        "--algorithm",
+        choices=("grpo", "ppo"),
+        default="grpo",
+        help="phases 2 and 3: GRPO, or PPO (value head + GAE)",
+    )
     args = parser.parse_args()
+    name = args.algorithm.upper()
     out = args.output_dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    cold_dir, grpo_dir, base_dir = out / "cold_start", out / "grpo", out / "baseline"
+    cold_dir, grpo_dir, base_dir = out / "cold_start", out / args.algorithm, out / "baseline"
     warm = out / "cold_start_adapter"
     iterations = [] if args.grpo_iterations is None else ["--iterations", str(args.grpo_iterations)]
+    iterations += ["--algorithm", args.algorithm]
 
     print("1/3 cold start: SFT on the expert's demonstrations", flush=True)
     seconds = {"cold start": run("train_rs.py", cold_dir, *COLD_START)}
     shutil.rmtree(warm, ignore_errors=True)
     shutil.copytree(cold_dir / "checkpoints" / "iter_000001" / "adapter", warm)
-    print("2/3 GRPO from the cold-start adapter", flush=True)
-    seconds["GRPO"] = run("train_grpo.py", grpo_dir, *iterations, "--model.adapter_path", str(warm))
-    print(f"3/3 baseline: the same GRPO command, learning rate {BASELINE_LR}", flush=True)
+    print(f"2/3 {name} from the cold-start adapter", flush=True)
+    seconds[name] = run("train_grpo.py", grpo_dir, *iterations, "--model.adapter_path", str(warm))
+    print(f"3/3 baseline: the same {name} command, learning rate {BASELINE_LR}", flush=True)
     seconds["baseline"] = run(
         "train_grpo.py", base_dir, *iterations, "--model.adapter_path", str(warm),
         "--optim.learning_rate", BASELINE_LR,
     )  # fmt: skip
     cold, grpo, baseline = curve(cold_dir), curve(grpo_dir), curve(base_dir)
-    plot(cold, grpo, baseline, out / "learning_curves.png")
+    plot(cold, grpo, baseline, out / "learning_curves.png", name)
     text = "\n\n".join(
         [
-            "Iteration k: the rollouts sampled with the weights after k - 1 updates (GRPO "
+            f"Iteration k: the rollouts sampled with the weights after k - 1 updates ({name} "
             "iteration 1: the cold-start policy). The cold start's iteration 1 samples the "
             "random model; its update is SFT on the expert's demonstrations.",
             table("Cold start (expert iteration, 1 iteration)", cold, seconds["cold start"]),
-            table("GRPO", grpo, seconds["GRPO"]),
-            table(f"Baseline (GRPO, lr {BASELINE_LR})", baseline, seconds["baseline"]),
-            comparison(grpo, baseline),
+            table(name, grpo, seconds[name]),
+            table(f"Baseline ({name}, lr {BASELINE_LR})", baseline, seconds["baseline"]),
+            comparison(grpo, baseline, name),
             f"Total: {sum(seconds.values()) / 60:.1f} min.",
         ]
     )

@@ -1,8 +1,13 @@
-"""GRPO over multi-step episodes on the uirl env (loop: uirl_agents/trainers/grpo.py).
+"""GRPO, or PPO (--algorithm ppo), over multi-step episodes (loop: uirl_agents/trainers/grpo.py).
 
     python scripts/train_grpo.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/grpo
     accelerate launch --num_processes 8 scripts/train_grpo.py \
         --config scripts/configs/qwen25vl_3b_lora.yaml --output-dir runs/grpo-3b
+
+PPO (a value head, GAE over per-step rewards; uirl_agents/trainers/ppo.py):
+
+    python scripts/train_grpo.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/ppo \
+        --algorithm ppo
 
 Any config field can be overridden: ``--optim.learning_rate 1e-4 --env.num_envs 8``.
 Rerunning the same command resumes from the last checkpoint in the output dir.

@@ -20,7 +20,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from uirl_agents.policies.base import Policy, PolicyStep
+from uirl_agents.policies.base import FinalPromptPolicy, Policy, PolicyStep
 from uirl_agents.trajectories import Episode, Step, TrajectoryWriter
 from uirl_gym.vector import SessionVectorEnv
 
@@ -111,6 +111,14 @@ def collect_episodes(
             if terminated or truncated:
                 episode.success = bool(info.get("is_success", False))
                 episode.error = info.get("error")
+                # A time limit cut the episode short: the state it stopped in still has
+                # a value (PPO bootstraps from it). A failed session's last screen does not.
+                if (
+                    not terminated
+                    and episode.error is None
+                    and isinstance(policy, FinalPromptPolicy)
+                ):
+                    episode.final_prompt = policy.final_prompt(i, next_obs)
                 _finish(episode, writer, keep_screenshots)
                 done[spec_index] = episode
                 del running[i]

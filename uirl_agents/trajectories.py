@@ -77,6 +77,9 @@ class Episode:
         steps: the steps, in order.
         success: all target rows submitted, none wrong (the env's ``is_success``).
         error: the session failure that ended the episode, if any.
+        final_prompt: ``(messages, images)`` of the state a truncated episode stopped in
+            (model policies; PPO bootstraps its value from it); kept in memory only,
+            not written.
     """
 
     episode_id: str
@@ -90,6 +93,7 @@ class Episode:
     error: str | None = None
     group_id: str | None = None
     task: str = "simple_data_entry"  # runs written before multi-task runs hold no task
+    final_prompt: tuple[list[dict[str, Any]], list[np.ndarray]] | None = None
 
     @property
     def total_reward(self) -> float:
@@ -129,7 +133,7 @@ class TrajectoryWriter:
         return name
 
     def write(self, episode: Episode) -> None:
-        record = {k: v for k, v in asdict(episode).items() if k != "steps"}
+        record = {k: v for k, v in asdict(episode).items() if k not in ("steps", "final_prompt")}
         record["total_reward"] = episode.total_reward
         record["steps"] = [self._step_record(s) for s in episode.steps]
         self._file.write(json.dumps(record) + "\n")

@@ -64,3 +64,18 @@ class Policy(Protocol):
     def act(
         self, observations: Sequence[dict[str, Any]], env_indices: Sequence[int]
     ) -> list[PolicyStep]: ...
+
+
+@runtime_checkable
+class FinalPromptPolicy(Protocol):
+    """A model policy that can give the prompt of an episode's last observation.
+
+    ``final_prompt(env_index, observation)`` returns ``(messages, images)`` exactly as
+    ``act`` would have built them for ``observation``, without acting: the state a
+    truncated episode stopped in, whose value PPO bootstraps from. Call it once, when
+    the episode ends (it takes the observation into the sub-env's context).
+    """
+
+    def final_prompt(
+        self, env_index: int, observation: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[np.ndarray]]: ...

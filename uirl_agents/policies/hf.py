@@ -122,6 +122,7 @@ def completion_logprobs(
     completion_ids: Sequence[Sequence[int]],
     temperature: float = 1.0,
     entropies: list[torch.Tensor] | None = None,
+    prompt_states: list[torch.Tensor] | None = None,
 ) -> list[torch.Tensor]:
     """Per-token logprobs of given completions, with one batched forward pass.
 
@@ -139,6 +140,10 @@ def completion_logprobs(
         temperature: the sampling temperature the logprobs are scaled with.
         entropies: when given, receives per sample the entropy of the (temperature
             scaled) next-token distribution at each completion position (no gradient).
+        prompt_states: when given, receives per sample the language model's last hidden
+            state (after the final norm) at the prompt's last token, shape ``(hidden_size,)``,
+            with gradients: the state PPO's value head reads. Samples with an empty
+            completion still get theirs (the forward pass runs).
 
     Returns:
         Per sample, a float32 tensor of shape ``(len(completion_ids[i]),)`` on the model's device.
@@ -158,7 +163,7 @@ def completion_logprobs(
     batch, prompt_len = inputs["input_ids"].shape
     lengths = [len(c) for c in completion_ids]
     width = max(lengths, default=0)
-    if width == 0:
+    if width == 0 and prompt_states is None:
         if entropies is not None:
             entropies.extend(torch.zeros(0, device=device) for _ in completion_ids)
         return [torch.zeros(0, device=device) for _ in completion_ids]
@@ -181,7 +186,20 @@ def completion_logprobs(
         k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in model_inputs.items()
     }
     # Only the logits that predict completion tokens: positions prompt_len-1 .. end-1.
-    logits = model(**model_inputs, use_cache=False, logits_to_keep=width + 1).logits[:, :-1]
+    hook = None
+    if prompt_states is not None:
+        # A hook on the language model keeps its last hidden state only: the model's
+        # output_hidden_states would hold every layer's for the whole batch.
+        def keep_prompt_states(_module: torch.nn.Module, _args: Any, output: Any) -> None:
+            # Left-padded prompts: every sample's last prompt token is at prompt_len - 1.
+            prompt_states.extend(output.last_hidden_state[:, prompt_len - 1].unbind(0))
+
+        hook = model.get_decoder().register_forward_hook(keep_prompt_states)
+    try:
+        logits = model(**model_inputs, use_cache=False, logits_to_keep=width + 1).logits[:, :-1]
+    finally:
+        if hook is not None:
+            hook.remove()
     logprobs = torch.log_softmax(logits.float() / temperature, dim=-1)
     token_logprobs = logprobs.gather(-1, completions.to(device).unsqueeze(-1)).squeeze(-1)
     if entropies is not None:
@@ -302,6 +320,13 @@ class HFPolicy:
 
     def begin_episode(self, env_index: int) -> None:
         self._contexts.begin_episode(env_index)
+
+    def final_prompt(
+        self, env_index: int, observation: dict[str, Any]
+    ) -> tuple[list[Message], list[np.ndarray]]:
+        """The prompt of an episode's last observation (see ``FinalPromptPolicy``)."""
+        prompt = self._contexts.observe(env_index, observation)
+        return prompt.messages, prompt.images
 
     def generation_config(self) -> GenerationConfig:
         """The explicit sampling settings; every field that shapes the distribution is set,

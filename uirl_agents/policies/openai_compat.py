@@ -206,6 +206,13 @@ class OpenAIPolicy:
     def begin_episode(self, env_index: int) -> None:
         self._contexts.begin_episode(env_index)
 
+    def final_prompt(
+        self, env_index: int, observation: dict[str, Any]
+    ) -> tuple[list[Message], list[np.ndarray]]:
+        """The prompt of an episode's last observation (see ``FinalPromptPolicy``)."""
+        prompt = self._contexts.observe(env_index, observation)
+        return prompt.messages, prompt.images
+
     def act(
         self, observations: Sequence[dict[str, Any]], env_indices: Sequence[int]
     ) -> list[PolicyStep]:

@@ -52,6 +52,7 @@ from uirl_agents.trainers.metrics import (
     episode_metrics,
     episode_record,
 )
+from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trajectories import Episode, TrajectoryWriter
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.vector import SessionVectorEnv
@@ -243,7 +244,9 @@ class TrainingRun:
         rank, world_size: this process's index and the number of processes.
         model, processor, format: the policy model (``PeftModel`` with LoRA), its
             processor and prompt format.
-        trainable: the trainable parameters (the LoRA adapter, or all but frozen ones).
+        trainable: the trainable parameters (the LoRA adapter, or all but frozen ones;
+            and the value head's).
+        value_head: PPO's :class:`~uirl_agents.trainers.value.ValueHead` (None otherwise).
         sharded: FSDP holds the model (:mod:`~uirl_agents.trainers.sharding`).
         compute_dtype: the dtype of forward passes (see :meth:`autocast`).
         optimizer: AdamW over ``trainable``; scheduler: its learning-rate schedule.
@@ -307,14 +310,22 @@ class TrainingRun:
             checkpoint,
             reference_adapter=self._keep_reference_adapter(),
         )
+        self.value_head = self._build_value_head(checkpoint)
         set_seed(config.seed + self.rank)  # then a sampling stream of its own
         self.compute_dtype = compute_dtype(config.model, self.accelerator.device)
         self.sharded = config.model.fsdp
+        if self.sharded and self.value_head is not None:
+            raise ValueError(
+                "algorithm: ppo does not run sharded yet (its value head sits outside FSDP): "
+                "launch without the FSDP accelerate config, or use algorithm: grpo"
+            )
         if self.sharded:
             units = sharding.shard_model(self.model, self.compute_dtype)
             logger.info("FSDP: weights sharded over %d processes, %d units", self.world_size, units)
         # After sharding: FSDP replaces the parameters with sharded ones.
         self.trainable = trainable_parameters(self.model)
+        if self.value_head is not None:
+            self.trainable += list(self.value_head.parameters())
         self.processor = load_processor(model_path)
         self.format: ModelFormat = get_format(
             config.model.format, format_config_from_processor(self.processor)
@@ -376,6 +387,16 @@ class TrainingRun:
         except BaseException:
             self.close()
             raise
+
+    def _build_value_head(self, checkpoint: Path | None) -> ValueHead | None:
+        """PPO's value head, restored from the checkpoint and saved with every one."""
+        if not self.config.trains_value_head:
+            return None
+        head = ValueHead.for_model(self.model, self.accelerator.device)
+        if checkpoint is not None:
+            head.load_state_dict(ckpt.load_extra(checkpoint, VALUE_HEAD_CHECKPOINT))
+        self.checkpoint_extra[VALUE_HEAD_CHECKPOINT] = head.state_dict
+        return head
 
     def _keep_reference_adapter(self) -> Path | None:
         """The starting adapter, copied into the run folder: the KL reference, and still

@@ -325,6 +325,28 @@ class GRPOSection:
     )
 
 
+@dataclass
+class PPOSection:
+    """PPO with a value head (``algorithm: ppo``); also uses grpo.clip_epsilon, kl_beta, tis_cap."""
+
+    gamma: float = param(1.0, help="Discount of per-step rewards in GAE.")
+    lam: float = param(
+        0.95, help="GAE's lambda: 0 one-step TD (low variance), 1 Monte Carlo (no bias)."
+    )
+    value_coef: float = param(
+        0.5, help="Weight of the value loss (per token of the step) next to the policy loss."
+    )
+    value_clip: float | None = param(
+        0.2,
+        help="Clip the value's move from its pre-update estimate to +-this in the value "
+        "loss (PPO2); None: unclipped squared error.",
+    )
+    normalize_advantages: bool = param(
+        True,
+        help="Scale the iteration's step advantages to mean 0, std 1 (over every process).",
+    )
+
+
 # ---- trainers -------------------------------------------------------------------------
 
 
@@ -422,6 +444,11 @@ class TrainConfig:
     def eval_max_steps(self) -> int:
         return self.eval.max_steps or self.env.max_steps
 
+    @property
+    def trains_value_head(self) -> bool:
+        """The run trains a value head next to the policy (PPO)."""
+        return False
+
 
 @dataclass
 class RSConfig(TrainConfig):
@@ -438,14 +465,26 @@ class RSConfig(TrainConfig):
 
 @dataclass
 class GRPOConfig(TrainConfig):
-    """GRPO: the shared sections + ``grpo``."""
+    """GRPO: the shared sections + ``grpo``; with ``algorithm: ppo``, PPO (+ ``ppo``)."""
 
+    algorithm: Literal["grpo", "ppo"] = param(
+        "grpo",
+        help="grpo: group-relative advantages of episode returns; ppo: a value head and GAE "
+        "over per-step rewards (the ppo section; docs/training.md, PPO).",
+    )
     grpo: GRPOSection = param(factory=GRPOSection, help="GRPO.")
+    ppo: PPOSection = param(factory=PPOSection, help="PPO (algorithm: ppo).")
     ignored_sections: typing.ClassVar[tuple[str, ...]] = ("rs",)
+
+    @property
+    def trains_value_head(self) -> bool:
+        return self.algorithm == "ppo"
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.rollout.group_size < 2:
+        if self.algorithm == "ppo":
+            self._check_ppo()
+        elif self.rollout.group_size < 2:
             raise ValueError(
                 f"rollout.group_size: GRPO needs >= 2 episodes per task instance (the "
                 f"advantages of a group of 1 are all 0), got {self.rollout.group_size}: set "
@@ -472,6 +511,24 @@ class GRPOConfig(TrainConfig):
             raise ValueError(
                 "grpo.kl_beta > 0 needs a reference model; the trainer uses the same model "
                 "with its LoRA adapter disabled, so set model.lora_rank > 0 (or grpo.kl_beta: 0)"
+            )
+
+    def _check_ppo(self) -> None:
+        p = self.ppo
+        _check(0 <= p.gamma <= 1, "ppo.gamma", "in [0, 1]", p.gamma)
+        _check(0 <= p.lam <= 1, "ppo.lam", "in [0, 1]", p.lam)
+        _check(p.value_coef >= 0, "ppo.value_coef", ">= 0", p.value_coef)
+        if p.value_clip is not None:
+            _check(p.value_clip > 0, "ppo.value_clip", "> 0 (or null: unclipped)", p.value_clip)
+        if self.grpo.replay:
+            raise ValueError(
+                "grpo.replay swaps episodes within GRPO groups, which PPO does not form: "
+                "set grpo.replay: false with algorithm: ppo"
+            )
+        if self.model.fsdp:
+            raise ValueError(
+                "algorithm: ppo does not run sharded yet (its value head sits outside FSDP): "
+                "set model.fsdp: false, or algorithm: grpo"
             )
 
 

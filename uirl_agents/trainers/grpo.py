@@ -26,6 +26,9 @@ Per iteration:
    over tokens and divided by the iteration's completion tokens (every process) per
    optimizer step.
 
+With ``algorithm: ppo`` the same iterations run PPO's update instead of steps 2-4
+(:mod:`~uirl_agents.trainers.ppo`: a value head, GAE over per-step rewards).
+
 TRL: ``GRPOTrainer`` is not used: its ``rollout_func`` rebuilds pixels from the
 dataset's image column, so it cannot train on per-step screenshots of multi-step
 episodes. The pieces TRL would give (the clipped surrogate, k3 KL, group-normalised
@@ -57,7 +60,8 @@ from uirl_agents.trainers.losses import (
 from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
 from uirl_agents.trainers.replay import SuccessReplay, gathered_successes
 from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
-from uirl_agents.trajectories import Episode
+from uirl_agents.trainers.value import ValueHead
+from uirl_agents.trajectories import Episode, Step
 
 logger = logging.getLogger(__name__)
 
@@ -94,35 +98,48 @@ def step_samples(
     samples = []
     for episode, advantage in zip(episodes, advantages, strict=True):
         for step in episode.steps:
-            if not step.completion_ids or step.messages is None or step.model_images is None:
-                continue
-            if excluded_ids.intersection(step.completion_ids):
-                logger.debug("step left out: its completion holds an image placeholder token")
-                continue
-            rollout = list(step.logprobs) if step.logprobs else None
-            if cfg.tis_cap is not None and (
-                rollout is None or len(rollout) != len(step.completion_ids)
-            ):
-                raise ValueError(
-                    "grpo.tis_cap needs the rollout engine's logprob of every sampled token, "
-                    f"and a step of episode {episode.episode_id} has none: ask the server for "
-                    "logprobs (vLLM returns them), or set grpo.tis_cap: null"
-                )
-            samples.append(
-                TokenSample(
-                    messages=step.messages,
-                    images=step.model_images,
-                    completion_ids=list(step.completion_ids),
-                    num_tokens=len(step.prompt_ids or []) + len(step.completion_ids),
-                    advantage=float(advantage),
-                    rollout_logprobs=rollout,
-                )
-            )
+            sample = token_sample(episode, step, cfg, excluded_ids)
+            if sample is not None:
+                sample.advantage = float(advantage)
+                samples.append(sample)
     return samples
 
 
-def score_samples(run: TrainingRun, samples: Sequence[TokenSample]) -> dict[str, float]:
-    """Fill in each sample's old (and reference) logprobs with the trainer's forward pass.
+def token_sample(
+    episode: Episode, step: Step, cfg: GRPOSection, excluded_ids: frozenset[int] = frozenset()
+) -> TokenSample | None:
+    """One model step as a sample to train on (advantage 1 until set), or None when it
+    cannot be: no completion, or a completion that holds one of ``excluded_ids``.
+
+    Raises:
+        ValueError: ``cfg.tis_cap`` is set but the step has no rollout logprobs.
+    """
+    if not step.completion_ids or step.messages is None or step.model_images is None:
+        return None
+    if excluded_ids.intersection(step.completion_ids):
+        logger.debug("step left out: its completion holds an image placeholder token")
+        return None
+    rollout = list(step.logprobs) if step.logprobs else None
+    if cfg.tis_cap is not None and (rollout is None or len(rollout) != len(step.completion_ids)):
+        raise ValueError(
+            "grpo.tis_cap needs the rollout engine's logprob of every sampled token, "
+            f"and a step of episode {episode.episode_id} has none: ask the server for "
+            "logprobs (vLLM returns them), or set grpo.tis_cap: null"
+        )
+    return TokenSample(
+        messages=step.messages,
+        images=step.model_images,
+        completion_ids=list(step.completion_ids),
+        num_tokens=len(step.prompt_ids or []) + len(step.completion_ids),
+        rollout_logprobs=rollout,
+    )
+
+
+def score_samples(
+    run: TrainingRun, samples: Sequence[TokenSample], value_head: ValueHead | None = None
+) -> dict[str, float]:
+    """Fill in each sample's old (and reference) logprobs with the trainer's forward pass,
+    and with ``value_head`` (PPO) its ``old_value``, from the same pass.
 
     Returns:
         ``train/entropy`` (mean per token of the policy's sampling distribution) and,
@@ -139,7 +156,13 @@ def score_samples(run: TrainingRun, samples: Sequence[TokenSample]) -> dict[str,
         for batch in batches:
             args = _logprob_args(run, batch)
             entropies: list[torch.Tensor] = []
-            old = completion_logprobs(*args, temperature=temperature, entropies=entropies)
+            states: list[torch.Tensor] | None = [] if value_head is not None else None
+            old = completion_logprobs(
+                *args, temperature=temperature, entropies=entropies, prompt_states=states
+            )
+            if value_head is not None:
+                for sample, value in zip(batch, value_head(torch.stack(states)), strict=True):
+                    sample.old_value = float(value)
             ref: list[torch.Tensor | None] = [None] * len(batch)
             if cfg.grpo.kl_beta > 0:
                 with reference_policy(run.model):
@@ -172,15 +195,22 @@ def _logprob_args(run: TrainingRun, batch: Sequence[TokenSample]) -> tuple:
 
 
 def grpo_loss(
-    run: TrainingRun, batch: Sequence[TokenSample], cfg: GRPOSection, temperature: float
+    run: TrainingRun,
+    batch: Sequence[TokenSample],
+    cfg: GRPOSection,
+    temperature: float,
+    prompt_states: list[torch.Tensor] | None = None,
 ) -> BatchLoss:
     """The micro-batch's clipped surrogate (+ KL) summed over its completion tokens.
 
-    Needs :func:`score_samples` first (the old and reference logprobs).
+    Needs :func:`score_samples` first (the old and reference logprobs). ``prompt_states``
+    receives each sample's hidden state at its last prompt token, from the same pass (PPO's
+    value head reads it).
     """
-    logprobs = pad_sequence(
-        completion_logprobs(*_logprob_args(run, batch), temperature=temperature), batch_first=True
+    logprobs = completion_logprobs(
+        *_logprob_args(run, batch), temperature=temperature, prompt_states=prompt_states
     )
+    logprobs = pad_sequence(logprobs, batch_first=True)
     device = logprobs.device
     old = pad_sequences([s.old_logprobs for s in batch]).to(device)
     mask = pad_sequences([[1.0] * len(s.completion_ids) for s in batch]).to(device)
@@ -225,12 +255,13 @@ def policy_update(
 
 
 def train_grpo(config: GRPOConfig, output_dir: str | Path) -> None:
-    """Run (or resume) GRPO in ``output_dir``; every process calls this.
+    """Run (or resume) GRPO, or PPO with ``algorithm: ppo``, in ``output_dir``; every
+    process calls this.
 
     Raises:
         ValueError: the config does not fit the number of processes.
     """
-    with TrainingRun(config, output_dir, "grpo") as run:
+    with TrainingRun(config, output_dir, config.algorithm) as run:
         grpo_iterations(run)
 
 
@@ -253,9 +284,25 @@ def success_replay(run: TrainingRun) -> SuccessReplay | None:
     return replay
 
 
+def grpo_update(run: TrainingRun, episodes: Sequence[Episode], iteration: int) -> dict[str, float]:
+    """GRPO's update on the iteration's episodes: group-relative advantages, then
+    :func:`policy_update`."""
+    samples = step_samples(episodes, run.config.grpo, vision_token_ids(run.model.config))
+    return policy_update(run, samples, iteration)
+
+
 def grpo_iterations(run: TrainingRun) -> None:
-    """The iterations still to run (all of them, or the rest of a resumed run)."""
+    """The iterations still to run (all of them, or the rest of a resumed run).
+
+    With ``algorithm: ppo`` the update is :func:`~uirl_agents.trainers.ppo.ppo_update`;
+    collection, logging and checkpoints are the same.
+    """
     config = run.config
+    update = grpo_update
+    if config.algorithm == "ppo":
+        from uirl_agents.trainers.ppo import ppo_update  # ppo.py builds on this module
+
+        update = ppo_update
     replay = success_replay(run)
     run.evaluate_at_start()
     for iteration in run.iterations():
@@ -267,9 +314,8 @@ def grpo_iterations(run: TrainingRun) -> None:
         if replay is not None:
             trained, replayed = replay.fill(episodes)
             replay.add(gathered_successes(episodes, gather_object))
-        samples = step_samples(trained, config.grpo, vision_token_ids(run.model.config))
         with watch.phase("train"):
-            train = policy_update(run, samples, iteration)
+            train = update(run, trained, iteration)
         run.state["episodes"] += int(run.sum_all(len(episodes)))
         run.publish_weights(iteration + 1)
         tokens = train.pop("train/tokens_processed")

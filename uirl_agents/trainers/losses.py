@@ -1,4 +1,5 @@
-"""The pure math of the trainers: advantages, the clipped policy loss, the k3 KL, batching.
+"""The pure math of the trainers: advantages (group-relative, GAE), the clipped policy and
+value losses, the k3 KL, batching.
 
 Small functions on tensors and lists, no model and no env, each tested against a
 hand-computed example (tests/test_trainers.py).
@@ -101,6 +102,82 @@ def clipped_policy_loss(
     unclipped = ratio * advantages
     clipped = torch.clamp(ratio, 1.0 - clip_epsilon, 1.0 + clip_epsilon) * advantages
     return -torch.minimum(unclipped, clipped), clipped < unclipped
+
+
+def gae_advantages(
+    rewards: Sequence[float],
+    values: Sequence[float],
+    *,
+    terminated: bool,
+    last_value: float,
+    gamma: float,
+    lam: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One episode's generalised advantage estimates (GAE) and value targets.
+
+    ``delta_t = r_t + gamma * V(s_{t+1}) - V(s_t)`` and ``A_t = delta_t + gamma * lam *
+    A_{t+1}``, backwards from the last step. The value after the last step is 0 when the
+    episode ``terminated`` (nothing more to earn) and ``last_value`` (the value of the
+    state it stopped in) when it was truncated: a time limit is not the end of the task.
+    The targets are ``A_t + V(s_t)`` (lambda-returns).
+
+    >>> adv, ret = gae_advantages([0.0, 1.0], [0.5, 0.5], terminated=True, last_value=9.0,
+    ...                           gamma=1.0, lam=1.0)
+    >>> adv.tolist(), ret.tolist()
+    ([0.5, 0.5], [1.0, 1.0])
+
+    Args:
+        rewards: ``r_t``, one per step.
+        values: ``V(s_t)``, the value of the state each step acted in.
+        terminated: the episode ended in a terminal state (no bootstrap).
+        last_value: ``V(s_T)``, the state after the last step (used when truncated).
+        gamma: the discount.
+        lam: GAE's lambda (0: one-step TD, 1: Monte Carlo return minus ``V``).
+
+    Returns:
+        ``(advantages, returns)``: float64, one per step.
+
+    Raises:
+        ValueError: ``rewards`` and ``values`` differ in length.
+    """
+    if len(rewards) != len(values):
+        raise ValueError(
+            f"Expected one value per reward, got {len(values)} values for {len(rewards)} rewards"
+        )
+    values_ = np.asarray(values, dtype=np.float64)
+    advantages = np.zeros(len(rewards), dtype=np.float64)
+    next_value = 0.0 if terminated else float(last_value)
+    running = 0.0
+    for t in reversed(range(len(rewards))):
+        delta = rewards[t] + gamma * next_value - values_[t]
+        running = delta + gamma * lam * running
+        advantages[t] = running
+        next_value = values_[t]
+    return advantages, advantages + values_
+
+
+def clipped_value_loss(
+    values: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    value_clip: float | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's clipped value loss, per element (to be minimised).
+
+    ``0.5 * max((V - R)^2, (V_old + clip(V - V_old, -c, c) - R)^2)``: the value may not
+    gain from moving further than ``c`` from its estimate before the update. With
+    ``value_clip`` None: ``0.5 * (V - R)^2``.
+
+    Returns:
+        ``(loss, clipped)``: per-element loss, and a bool mask of the elements where the
+        clipped term was the larger one (the active one).
+    """
+    unclipped = (values - returns) ** 2
+    if value_clip is None:
+        return 0.5 * unclipped, torch.zeros_like(unclipped, dtype=torch.bool)
+    moved = old_values + torch.clamp(values - old_values, -value_clip, value_clip)
+    clipped = (moved - returns) ** 2
+    return 0.5 * torch.maximum(unclipped, clipped), clipped > unclipped
 
 
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:

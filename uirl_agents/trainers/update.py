@@ -57,6 +57,8 @@ class TokenSample:
             not recorded).
         old_logprobs, ref_logprobs: the trainer's logprobs before the update and the
             reference policy's, filled in by GRPO's scoring pass.
+        old_value, value_target: PPO: the value head's ``V(s)`` before the update
+            (scoring pass) and the step's GAE return.
     """
 
     messages: list[dict]
@@ -67,6 +69,8 @@ class TokenSample:
     rollout_logprobs: list[float] | None = None
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
+    old_value: float | None = None
+    value_target: float | None = None
 
 
 def placeholder_sample() -> TokenSample:

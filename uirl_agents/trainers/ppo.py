@@ -1,0 +1,192 @@
+"""PPO over multi-step episodes: a value head, per-step rewards, GAE (``algorithm: ppo``).
+
+The GRPO trainer's iterations (:func:`~uirl_agents.trainers.grpo.grpo_iterations`) with
+another update. Per iteration, on the episodes just collected (per-step rewards: the
+env's dense reward mode gives one at every step):
+
+1. **States.** Every model step is a sample (its exact prompt and sampled ids, as in
+   GRPO: :func:`~uirl_agents.trainers.grpo.token_sample`); a step that cannot be trained
+   on, and the state a truncated episode stopped in (``Episode.final_prompt``), are
+   value-only samples (no completion).
+2. **Score.** GRPO's scoring pass (:func:`~uirl_agents.trainers.grpo.score_samples`)
+   gives the old logprobs and, from the same forward pass, every state's value
+   ``V(s_t)`` (:class:`~uirl_agents.trainers.value.ValueHead`).
+3. **GAE** per episode (``ppo.gamma``, ``ppo.lam``): bootstrapped from the value of the
+   state a truncated episode stopped in, from 0 after a terminal step (and after a failed
+   session: its last screen is no state of the task). The step's advantage is
+   broadcast to its tokens; optionally normalised over the iteration (every process).
+4. **Update.** :func:`~uirl_agents.trainers.update.run_update` with GRPO's clipped
+   surrogate (+ KL, TIS: the ``grpo`` section) plus ``ppo.value_coef`` times the
+   clipped value loss, each step's weighted by its completion tokens (so that the run's
+   token mean makes it a token-weighted mean over steps).
+
+GRPO or PPO: GRPO needs groups (several episodes per task instance) and gives every step
+of an episode the same advantage; PPO learns from single episodes and credits each step
+by what followed it, at the cost of a value head to train (docs/training.md, PPO).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from uirl_agents.trainers.common import TrainingRun
+from uirl_agents.trainers.config import GRPOConfig
+from uirl_agents.trainers.grpo import (
+    UPDATE_STREAM,
+    grpo_loss,
+    score_samples,
+    token_sample,
+    vision_token_ids,
+)
+from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages
+from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
+from uirl_agents.trajectories import Episode
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EpisodeStates:
+    """One episode's states as samples: ``steps[t]`` is step ``t``'s (trained when it
+    has a completion), ``final`` the state a truncated episode stopped in (or None)."""
+
+    episode: Episode
+    steps: list[TokenSample]
+    final: TokenSample | None
+
+
+def episode_states(
+    episode: Episode, config: GRPOConfig, excluded_ids: frozenset[int]
+) -> EpisodeStates:
+    """The samples of an episode's states (see :class:`EpisodeStates`).
+
+    Raises:
+        ValueError: a step has no prompt (a policy that records none cannot be valued).
+    """
+    steps = []
+    for step in episode.steps:
+        sample = token_sample(episode, step, config.grpo, excluded_ids)
+        if sample is None:
+            if step.messages is None or step.model_images is None:
+                raise ValueError(
+                    f"algorithm: ppo needs every step's prompt, and a step of episode "
+                    f"{episode.episode_id} has none: collect with a model policy"
+                )
+            sample = _value_only(step.messages, step.model_images, len(step.prompt_ids or []))
+        steps.append(sample)
+    final = None
+    if episode.final_prompt is not None and steps:
+        messages, images = episode.final_prompt
+        # Its prompt was never tokenised: the last step's size is the budget's estimate.
+        final = _value_only(messages, images, steps[-1].num_tokens)
+    return EpisodeStates(episode, steps, final)
+
+
+def _value_only(messages: list[dict], images: list[np.ndarray], num_tokens: int) -> TokenSample:
+    return TokenSample(messages=messages, images=images, completion_ids=[], num_tokens=num_tokens)
+
+
+def set_advantages(states: Sequence[EpisodeStates], gamma: float, lam: float) -> None:
+    """GAE over each episode's scored states: every step sample gets its ``advantage``
+    and ``value_target`` (the lambda-return)."""
+    for s in states:
+        last_value = s.final.old_value if s.final is not None else 0.0
+        advantages, returns = gae_advantages(
+            [step.reward for step in s.episode.steps],
+            [sample.old_value for sample in s.steps],
+            terminated=s.final is None,
+            last_value=last_value,
+            gamma=gamma,
+            lam=lam,
+        )
+        for sample, advantage, target in zip(s.steps, advantages, returns, strict=True):
+            sample.advantage, sample.value_target = float(advantage), float(target)
+
+
+def normalize_advantages(run: TrainingRun, samples: Sequence[TokenSample]) -> None:
+    """Advantages to mean 0 and std 1 over the samples of every process."""
+    a = np.array([s.advantage for s in samples], dtype=np.float64)
+    n = run.sum_all(len(a))
+    mean = run.sum_all(a.sum()) / max(n, 1.0)
+    var = run.sum_all(((a - mean) ** 2).sum()) / max(n - 1, 1.0)
+    for sample in samples:
+        sample.advantage = (sample.advantage - mean) / (var**0.5 + 1e-8)
+
+
+def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
+    """GRPO's clipped surrogate (+ KL) plus ``value_coef`` times the clipped value loss,
+    each step's value loss weighted by its completion tokens."""
+    config = run.config
+    states: list[torch.Tensor] = []
+    terms = grpo_loss(run, batch, config.grpo, config.rollout.temperature, prompt_states=states)
+    values = run.value_head(torch.stack(states))
+    device = values.device
+    old = torch.tensor([s.old_value for s in batch], device=device)
+    targets = torch.tensor([s.value_target for s in batch], device=device)
+    tokens = torch.tensor([float(len(s.completion_ids)) for s in batch], device=device)
+    value_loss, clipped = clipped_value_loss(values, old, targets, config.ppo.value_clip)
+    loss_sum = terms.loss_sum + config.ppo.value_coef * (value_loss * tokens).sum()
+    stats = {
+        **terms.stats,
+        "value_loss": float((value_loss.detach() * tokens).sum()),
+        "value_clip_fraction": float((clipped * tokens).sum()),
+    }
+    return BatchLoss(loss_sum=loss_sum, stats=stats)
+
+
+def ppo_update(run: TrainingRun, episodes: Sequence[Episode], iteration: int) -> dict[str, float]:
+    """Score every state, GAE, then ``optim.epochs`` passes of the PPO loss.
+
+    Returns:
+        :func:`~uirl_agents.trainers.update.run_update`'s metrics, the scoring pass's,
+        and ``train/value_mean``, ``train/return_mean``, ``train/explained_variance``
+        (``1 - Var(R - V) / Var(R)`` over the trained steps of every process: 1 is a
+        perfect critic, <= 0 one no better than a constant), ``train/samples``.
+    """
+    config = run.config
+    excluded = vision_token_ids(run.model.config)
+    states = [episode_states(e, config, excluded) for e in episodes]
+    scored = [x for s in states for x in (*s.steps, *([s.final] if s.final else []))]
+    scores = score_samples(run, scored, value_head=run.value_head)
+    set_advantages(states, config.ppo.gamma, config.ppo.lam)
+    samples = [x for s in states for x in s.steps if x.completion_ids]
+    value_metrics = _value_metrics(run, samples)
+    if config.ppo.normalize_advantages:
+        normalize_advantages(run, samples)
+    metrics = run_update(
+        run,
+        samples,
+        lambda batch: ppo_loss(run, batch),
+        seed_stream=UPDATE_STREAM,
+        iteration=iteration,
+    )
+    metrics["train/samples"] = run.sum_all(len(samples))
+    return {**metrics, **scores, **value_metrics}
+
+
+def _value_metrics(run: TrainingRun, samples: Sequence[TokenSample]) -> dict[str, float]:
+    v = np.array([s.old_value for s in samples], dtype=np.float64)
+    r = np.array([s.value_target for s in samples], dtype=np.float64)
+    totals = run.sum_all_dict(
+        {
+            "n": float(len(v)),
+            "v": float(v.sum()),
+            "r": float(r.sum()),
+            "r2": float((r**2).sum()),
+            "d": float((r - v).sum()),
+            "d2": float(((r - v) ** 2).sum()),
+        }
+    )
+    n = max(totals.get("n", 0.0), 1.0)
+    var_r = totals.get("r2", 0.0) / n - (totals.get("r", 0.0) / n) ** 2
+    var_d = totals.get("d2", 0.0) / n - (totals.get("d", 0.0) / n) ** 2
+    return {
+        "train/value_mean": totals.get("v", 0.0) / n,
+        "train/return_mean": totals.get("r", 0.0) / n,
+        "train/explained_variance": 1.0 - var_d / var_r if var_r > 1e-12 else 0.0,
+    }
