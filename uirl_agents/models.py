@@ -4,9 +4,13 @@ transformers 5.x treats the video processor of Qwen2-VL-style processors as a re
 part, and that video processor needs torchvision (which does not install cleanly next
 to our torch). We never feed videos, so :func:`load_processor` builds the processor
 from its image processor (PIL backend by default) and tokenizer only, through a
-subclass of the model's own processor class that has no ``video_processor`` slot.
-Real checkpoints (Qwen2.5-VL, UI-TARS-1.5) and the tiny test model
-(:mod:`uirl_agents.tiny_model`) load through the same functions.
+subclass of the model's own processor class that has no ``video_processor`` slot;
+the processor's own settings (LLaVA's ``patch_size``, Idefics3's ``image_seq_len``,
+Gemma 3's ``image_seq_length``, ...) come from its ``processor_config.json``.
+A checkpoint without a chat template (PaliGemma) gets :data:`PLAIN_CHAT_TEMPLATE`.
+Real checkpoints (Qwen2.5-VL, UI-TARS-1.5, LLaVA, Idefics3, PaliGemma, Gemma 3, ...)
+and the tiny test models (:mod:`uirl_agents.tiny_model`) load through the same
+functions.
 
 Dtypes: bf16 on GPU, fp32 on CPU (logprob tests compare in fp32).
 """
@@ -14,6 +18,7 @@ Dtypes: bf16 on GPU, fp32 on CPU (logprob tests compare in fp32).
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import logging
 from pathlib import Path
@@ -40,10 +45,29 @@ logger = logging.getLogger(__name__)
 
 # Where transformers keeps a processor's chat template, newest convention first.
 _CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
+# Processor config entries that are parts or bookkeeping, not processor settings.
+_NOT_PROCESSOR_SETTINGS = frozenset(
+    {"processor_class", "image_processor", "video_processor", "tokenizer", "chat_template"}
+)
+# For checkpoints that ship no chat template (PaliGemma: a prefix, then the answer).
+# The images first (PaliGemma's processor puts <bos> after the last image token), then
+# each turn as "role: text" lines; an assistant turn ends with the EOS token so that
+# generation stops and SFT learns to stop. {image_token} is filled per processor.
+PLAIN_CHAT_TEMPLATE = (
+    "{%- for message in messages if message['content'] is not string -%}"
+    "{%- for part in message['content'] if part['type'] == 'image' -%}{image_token}"
+    "{%- endfor -%}{%- endfor -%}"
+    "{%- for message in messages -%}{{ message['role'] + ': ' }}"
+    "{%- if message['content'] is string -%}{{ message['content'] }}"
+    "{%- else -%}{%- for part in message['content'] if part['type'] == 'text' -%}"
+    "{{ part['text'] }}{%- endfor -%}{%- endif -%}"
+    "{%- if message['role'] == 'assistant' -%}{{ eos_token }}{%- endif -%}{{ '\\n' }}"
+    "{%- endfor -%}{%- if add_generation_prompt -%}{{ 'assistant: ' }}{%- endif -%}"
+)
 
 
 @functools.cache
-def _image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixin]:
+def image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixin]:
     """``cls`` without its video processor slot.
 
     ProcessorMixin derives the required parts from the ``__init__`` signature, so an
@@ -51,10 +75,13 @@ def _image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixi
     """
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):  # noqa: ANN001
+        # Some classes (SmolVLM) take video_processor positionally; ProcessorMixin drops
+        # the None for want of a slot.
         cls.__init__(
             self,
             image_processor=image_processor,
             tokenizer=tokenizer,
+            video_processor=None,
             chat_template=chat_template,
             **kwargs,
         )
@@ -71,6 +98,18 @@ def _resolve_chat_template(name_or_path: str, tokenizer: Any) -> str | None:
         text = Path(resolved).read_text(encoding="utf-8")
         return json.loads(text)["chat_template"] if filename.endswith(".json") else text
     return tokenizer.chat_template
+
+
+def _processor_settings(name_or_path: str, cls: type[ProcessorMixin]) -> dict[str, Any]:
+    """The settings in the checkpoint's ``processor_config.json`` that ``cls`` takes."""
+    resolved = cached_file(
+        name_or_path, "processor_config.json", _raise_exceptions_for_missing_entries=False
+    )
+    if resolved is None:
+        return {}
+    saved = json.loads(Path(resolved).read_text(encoding="utf-8"))
+    accepted = inspect.signature(cls.__init__).parameters
+    return {k: v for k, v in saved.items() if k not in _NOT_PROCESSOR_SETTINGS and k in accepted}
 
 
 def load_processor(
@@ -105,12 +144,20 @@ def load_processor(
             f"{config.model_type!r} ({name_or_path}); load a vision-language checkpoint such "
             f"as Qwen2.5-VL or UI-TARS-1.5"
         )
+    settings = _processor_settings(name_or_path, cls)
     if "video_processor" in cls.get_attributes():
-        cls = _image_only_processor_class(cls)
+        cls = image_only_processor_class(cls)
+    processor = cls(image_processor=image_processor, tokenizer=tokenizer, **settings)
     chat_template = _resolve_chat_template(name_or_path, tokenizer)
     if chat_template is None:
-        logger.warning("%s has no chat template; apply_chat_template will fail", name_or_path)
-    return cls(image_processor=image_processor, tokenizer=tokenizer, chat_template=chat_template)
+        image_token = getattr(processor, "image_token", None)
+        if image_token is None:
+            logger.warning("%s has no chat template; apply_chat_template will fail", name_or_path)
+        else:
+            logger.info("%s has no chat template; using the plain one", name_or_path)
+            chat_template = PLAIN_CHAT_TEMPLATE.replace("{image_token}", image_token)
+    processor.chat_template = chat_template
+    return processor
 
 
 def detect_format(name_or_path: str | Path, *, trust_remote_code: bool = False) -> str:

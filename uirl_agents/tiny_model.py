@@ -1,23 +1,31 @@
-"""A tiny random Qwen2.5-VL, built offline in seconds, for tests and smoke runs.
+"""Tiny random vision-language models of each supported family, built offline in seconds.
 
-:func:`build_tiny_qwen25vl` writes a real transformers checkpoint folder (config,
-safetensors weights, byte-level BPE tokenizer, the Qwen2.5-VL chat template, image
-processor config) that loads through :func:`uirl_agents.models.load_model_and_processor`
-exactly like a Hub checkpoint:
+:func:`build_tiny_model` writes a real transformers checkpoint folder (config,
+safetensors weights, a tokenizer trained here, the family's chat template, image
+processor and processor configs) that loads through
+:func:`uirl_agents.models.load_model_and_processor` exactly like a Hub checkpoint.
+One builder per family (:data:`FAMILIES`); they share the tokenizer training
+(:func:`train_bpe`), the tiny text sizes (:data:`TEXT_SIZES`) and the saving
+(:func:`_save`).
 
-- model: ``Qwen2_5_VLForConditionalGeneration``, 2 text layers and 2 vision blocks of
-  width 32, about 0.2M parameters (< 1 MB); weights random (seeded).
-- tokenizer: ``Qwen2Tokenizer`` (Qwen's pre-tokenizer regex, byte-level BPE) trained
-  here with ``tokenizers`` on our prompts and both formats' action syntax, with the
-  Qwen special tokens (``<|im_start|>``, ``<|im_end|>``, ``<|vision_start|>``,
-  ``<|image_pad|>``, ...) and ``<tool_call>``/``</tool_call>`` as plain added tokens,
-  as in Qwen2.5.
-- image processor: the Qwen2-VL one with ``max_pixels = 28*28*16``: a 1280x800
-  screenshot becomes a 140x84 image, 15 visual tokens.
-- generation config: Qwen2.5-VL's sampling defaults (top_k=1, repetition_penalty 1.05,
-  ...) on purpose, so that tests catch a policy that lets them leak into sampling.
+- models: 2 text layers and 2 vision layers of width 32 (well under 1M parameters,
+  a few MB at most); weights random (seeded).
+- tokenizers: byte-level BPE trained with ``tokenizers`` on our prompts and every
+  format's action syntax (:func:`_corpus`), with the family's special tokens. The
+  Qwen families use ``Qwen2Tokenizer`` (Qwen's pre-tokenizer regex); the others a
+  plain ``TokenizersBackend`` (byte-level, where the real checkpoints ship
+  SentencePiece-style vocabularies: the token ids differ, the chat and image-token
+  layout is the family's).
+- images: each family's smallest sensible image size, so that a forward pass on a
+  1280x800 screenshot takes milliseconds on CPU (Qwen: ``max_pixels = 28*28*16``, a
+  140x84 image, 15 visual tokens; the fixed-size families: a 28 or 56 px square).
 
-CLI: ``python -m uirl_agents.tiny_model OUT_DIR``.
+``qwen2.5-vl`` (:func:`build_tiny_qwen25vl`) also keeps Qwen2.5-VL's sampling
+defaults (top_k=1, repetition_penalty 1.05, ...) on purpose, so that tests catch a
+policy that lets them leak into sampling.
+
+CLI: ``python -m uirl_agents.tiny_model [--family NAME] OUT_DIR`` (default family:
+``qwen2.5-vl``).
 """
 
 from __future__ import annotations
@@ -25,25 +33,48 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Regex, Tokenizer, models, pre_tokenizers, trainers
-from transformers import GenerationConfig, Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForImageTextToText,
+    Gemma3Config,
+    GenerationConfig,
+    Idefics3Config,
+    LlavaConfig,
+    LlavaNextConfig,
+    PaliGemmaConfig,
+    PretrainedConfig,
+    PreTrainedModel,
+    Qwen2_5_VLConfig,
+    Qwen2VLConfig,
+    SmolVLMConfig,
+)
+from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+from transformers.models.llava.image_processing_pil_llava import LlavaImageProcessorPil
+from transformers.models.llava_next.image_processing_pil_llava_next import (
+    LlavaNextImageProcessorPil,
+)
 from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX, Qwen2Tokenizer
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
+from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
 from uirl_gym.actions import Action, ActionType
 
-from .formats import FormatConfig, get_format
+from .formats import FORMATS, FormatConfig, get_format
 
 logger = logging.getLogger(__name__)
 
 TINY_MIN_PIXELS = 28 * 28 * 4
 TINY_MAX_PIXELS = 28 * 28 * 16
 VOCAB_SIZE = 1024
-SPECIAL_TOKENS = (
+QWEN_SPECIAL_TOKENS = (
     "<|endoftext|>",
     "<|im_start|>",
     "<|im_end|>",
@@ -61,10 +92,39 @@ SPECIAL_TOKENS = (
 )
 # Qwen2.5 adds these as ordinary (non-special) tokens: decoding keeps them.
 PLAIN_ADDED_TOKENS = ("<tool_call>", "</tool_call>")
+# The text model of every family: 2 layers of width 32, grouped-query attention.
+TEXT_SIZES = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "max_position_embeddings": 8192,
+}
+# A ViT of 2 layers of width 32 on 14 px patches (the CLIP / SigLIP / Idefics3 towers).
+VISION_SIZES = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 2,
+    "patch_size": 14,
+}
+# LLaVA-1.5's conversation layout (Vicuna v1): system, "USER: ... ASSISTANT: ...</s>".
+LLAVA_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}{{ message['content'][0]['text'] + ' ' }}"
+    "{% elif message['role'] == 'user' %}{{ 'USER: ' }}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'image') %}"
+    "{{ '<image>\n' }}{% endfor %}"
+    "{% for content in message['content'] | selectattr('type', 'equalto', 'text') %}"
+    "{{ content['text'] }}{% endfor %}{{ ' ' }}"
+    "{% else %}{{ 'ASSISTANT: ' + message['content'][0]['text'] + eos_token }}{% endif %}"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
 
 
 def _corpus() -> list[str]:
-    """Text the tokenizer learns from: prompts, instructions, both formats' outputs."""
+    """Text the tokenizer learns from: prompts, instructions, every format's outputs."""
     names = ["Alice", "Bob", "Carmen", "Dmitri", "Eve", "Farah", "Gustavo", "Hana"]
     instructions = [
         f"Copy row {i} of the spreadsheet ({n} {n[::-1].title()}, {n.lower()}@example.com) "
@@ -91,22 +151,60 @@ def _corpus() -> list[str]:
     return (texts + instructions) * 4
 
 
-def build_tokenizer() -> Qwen2Tokenizer:
-    """A byte-level BPE ``Qwen2Tokenizer`` trained on :func:`_corpus` (deterministic)."""
+def _generic_corpus() -> list[str]:
+    """:func:`_corpus` plus the generic formats' prompts and outputs (the non-Qwen
+    families default to ``text``)."""
+    action = Action(ActionType.LEFT_CLICK, x=640, y=400)
+    texts = []
+    for name in sorted(set(FORMATS) - {"ui-tars", "qwen2.5-vl"}):
+        fmt = get_format(name)
+        geometry = fmt.geometry()
+        texts += [fmt.task_prompt("Copy row 1 into the form.", geometry)]
+        texts += [fmt.render(action, geometry, thought="I click the First name field.")]
+    return _corpus() + texts * 4
+
+
+def train_bpe(
+    corpus: Sequence[str], special_tokens: Sequence[str], vocab_size: int, *, qwen_regex: bool
+) -> Tokenizer:
+    """A byte-level BPE trained on ``corpus`` (deterministic), ``special_tokens`` first.
+
+    Args:
+        corpus: the training text.
+        special_tokens: tokens that get the first ids and are never split.
+        vocab_size: the BPE's vocabulary size, special tokens included.
+        qwen_regex: split words with Qwen's pre-tokenizer regex first (as
+            ``Qwen2Tokenizer`` does); else GPT-2's byte-level split.
+    """
     bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=not qwen_regex)
+    bpe.pre_tokenizer = (
+        pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+        if qwen_regex
+        else byte_level
     )
     trainer = trainers.BpeTrainer(
-        vocab_size=VOCAB_SIZE - len(PLAIN_ADDED_TOKENS),
-        special_tokens=list(SPECIAL_TOKENS),
+        vocab_size=vocab_size,
+        special_tokens=list(special_tokens),
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    bpe.train_from_iterator(_corpus(), trainer)
+    bpe.train_from_iterator(corpus, trainer)
+    bpe.decoder = decoders.ByteLevel()
+    return bpe
+
+
+def build_tokenizer() -> Qwen2Tokenizer:
+    """The Qwen2.5-VL tokenizer: a byte-level BPE ``Qwen2Tokenizer`` trained on
+    :func:`_corpus` (deterministic), with the Qwen special tokens and chat template."""
+    bpe = train_bpe(
+        _corpus(), QWEN_SPECIAL_TOKENS, VOCAB_SIZE - len(PLAIN_ADDED_TOKENS), qwen_regex=True
+    )
     state = json.loads(bpe.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
     tokenizer = Qwen2Tokenizer(
@@ -116,37 +214,113 @@ def build_tokenizer() -> Qwen2Tokenizer:
         eos_token="<|im_end|>",
         pad_token="<|endoftext|>",
     )
-    tokenizer.add_special_tokens({"additional_special_tokens": list(SPECIAL_TOKENS)})
+    tokenizer.add_special_tokens({"additional_special_tokens": list(QWEN_SPECIAL_TOKENS)})
     tokenizer.add_tokens(
         [AddedToken(t, special=False, normalized=False) for t in PLAIN_ADDED_TOKENS]
     )
-    tokenizer.chat_template = (
-        resources.files("trl").joinpath("chat_templates/qwen2_5_vl.jinja").read_text("utf-8")
-    )
+    tokenizer.chat_template = _trl_chat_template("qwen2_5_vl")
     return tokenizer
 
 
+def _generic_tokenizer(
+    *,
+    bos: str,
+    eos: str,
+    pad: str,
+    extra_special: Sequence[str] = (),
+    named_special: dict[str, str] | None = None,
+    chat_template: str,
+) -> TokenizersBackend:
+    """A byte-level BPE tokenizer with a family's special tokens and chat template.
+
+    Args:
+        bos, eos, pad: the family's begin/end-of-text and padding tokens.
+        extra_special: more special tokens (image tokens, turn markers).
+        named_special: special tokens the family's processor reads as tokenizer
+            attributes (e.g. Gemma 3's ``boi_token``); their values are added too.
+        chat_template: the family's chat template.
+    """
+    named_special = named_special or {}
+    specials = list(dict.fromkeys([pad, bos, eos, *extra_special, *named_special.values()]))
+    bpe = train_bpe(_generic_corpus(), specials, VOCAB_SIZE, qwen_regex=False)
+    tokenizer = TokenizersBackend(
+        tokenizer_object=bpe,
+        bos_token=bos,
+        eos_token=eos,
+        pad_token=pad,
+        extra_special_tokens=named_special or None,
+    )
+    others = [t for t in specials if t not in (bos, eos, pad, *named_special.values())]
+    tokenizer.add_special_tokens(
+        {"additional_special_tokens": others}, replace_extra_special_tokens=False
+    )
+    tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+def _trl_chat_template(name: str) -> str:
+    """A family's original chat template, as TRL ships it."""
+    return resources.files("trl").joinpath(f"chat_templates/{name}.jinja").read_text("utf-8")
+
+
+def _random_model(config: PretrainedConfig, seed: int) -> PreTrainedModel:
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return AutoModelForImageTextToText.from_config(config)
+
+
+def _save(out: Path, model: PreTrainedModel, *parts: object) -> Path:
+    """Write the model and its processing parts (processor, or tokenizer and image
+    processor) to ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    for part in parts:
+        part.save_pretrained(out)
+    logger.info(
+        "built tiny %s in %s (%d params)",
+        type(model).__name__,
+        out,
+        sum(p.numel() for p in model.parameters()),
+    )
+    return out
+
+
+def _token_ids(tokenizer: object, **tokens: str) -> dict[str, int]:
+    return {key: tokenizer.convert_tokens_to_ids(token) for key, token in tokens.items()}
+
+
+# ---- the Qwen families --------------------------------------------------------------
+
+
+def _qwen_text_config(tokenizer: Qwen2Tokenizer) -> dict:
+    return {
+        "vocab_size": len(tokenizer),
+        **TEXT_SIZES,
+        # head_dim 16 -> 8 rotary frequencies split over (time, height, width).
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]},
+        **_token_ids(
+            tokenizer,
+            bos_token_id="<|endoftext|>",
+            eos_token_id="<|im_end|>",
+            pad_token_id="<|endoftext|>",
+        ),
+    }
+
+
+def _qwen_vision_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
+    return _token_ids(
+        tokenizer,
+        image_token_id="<|image_pad|>",
+        video_token_id="<|video_pad|>",
+        vision_start_token_id="<|vision_start|>",
+        vision_end_token_id="<|vision_end|>",
+    )
+
+
 def tiny_config(tokenizer: Qwen2Tokenizer) -> Qwen2_5_VLConfig:
-    ids = tokenizer.convert_tokens_to_ids
+    """The tiny Qwen2.5-VL's config."""
     return Qwen2_5_VLConfig(
-        text_config={
-            "vocab_size": len(tokenizer),
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 2,
-            "num_key_value_heads": 1,
-            "max_position_embeddings": 8192,
-            # head_dim 16 -> 8 rotary frequencies split over (time, height, width).
-            "rope_parameters": {
-                "rope_type": "default",
-                "rope_theta": 1e6,
-                "mrope_section": [2, 3, 3],
-            },
-            "bos_token_id": ids("<|endoftext|>"),
-            "eos_token_id": ids("<|im_end|>"),
-            "pad_token_id": ids("<|endoftext|>"),
-        },
+        text_config=_qwen_text_config(tokenizer),
         vision_config={
             "depth": 2,
             "hidden_size": 32,
@@ -156,11 +330,12 @@ def tiny_config(tokenizer: Qwen2Tokenizer) -> Qwen2_5_VLConfig:
             "fullatt_block_indexes": [1],
             "window_size": 56,
         },
-        image_token_id=ids("<|image_pad|>"),
-        video_token_id=ids("<|video_pad|>"),
-        vision_start_token_id=ids("<|vision_start|>"),
-        vision_end_token_id=ids("<|vision_end|>"),
+        **_qwen_vision_token_ids(tokenizer),
     )
+
+
+def _qwen_image_processor() -> Qwen2VLImageProcessorPil:
+    return Qwen2VLImageProcessorPil(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS)
 
 
 def build_tiny_qwen25vl(out_dir: str | Path, *, seed: int = 0) -> Path:
@@ -173,13 +348,8 @@ def build_tiny_qwen25vl(out_dir: str | Path, *, seed: int = 0) -> Path:
     Returns:
         ``Path(out_dir)``, loadable with ``load_model_and_processor``.
     """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
-    config = tiny_config(tokenizer)
-    with torch.random.fork_rng():
-        torch.manual_seed(seed)
-        model = Qwen2_5_VLForConditionalGeneration(config)
+    model = _random_model(tiny_config(tokenizer), seed)
     eos = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.pad_token_id]
     # Qwen2.5-VL-Instruct's shipped defaults, kept so tests see the real hazard.
     model.generation_config = GenerationConfig(
@@ -192,32 +362,301 @@ def build_tiny_qwen25vl(out_dir: str | Path, *, seed: int = 0) -> Path:
         top_p=0.001,
         top_k=1,
     )
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    Qwen2VLImageProcessorPil(
-        min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS
-    ).save_pretrained(out)
-    logger.info(
-        "built tiny Qwen2.5-VL in %s (%d params, vocab %d)",
-        out,
-        sum(p.numel() for p in model.parameters()),
-        len(tokenizer),
+    return _save(Path(out_dir), model, tokenizer, _qwen_image_processor())
+
+
+def build_tiny_qwen2vl(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny random Qwen2-VL: the Qwen2.5-VL tokenizer and image processor, the
+    Qwen2-VL vision tower (no window attention, LayerNorm)."""
+    tokenizer = build_tokenizer()
+    config = Qwen2VLConfig(
+        text_config=_qwen_text_config(tokenizer),
+        vision_config={
+            "depth": 2,
+            "embed_dim": 32,
+            "hidden_size": 32,
+            "num_heads": 2,
+            "mlp_ratio": 2,
+        },
+        **_qwen_vision_token_ids(tokenizer),
     )
-    return out
+    return _save(Path(out_dir), _random_model(config, seed), tokenizer, _qwen_image_processor())
+
+
+# ---- LLaVA 1.5 and LLaVA-NeXT -------------------------------------------------------------
+
+
+def _llava_tokenizer(chat_template: str) -> TokenizersBackend:
+    return _generic_tokenizer(
+        bos="<s>", eos="</s>", pad="<unk>", extra_special=("<image>",), chat_template=chat_template
+    )
+
+
+def _llama_text_config(tokenizer: TokenizersBackend) -> dict:
+    return {
+        "model_type": "llama",
+        "vocab_size": len(tokenizer),
+        **TEXT_SIZES,
+        **_token_ids(tokenizer, bos_token_id="<s>", eos_token_id="</s>", pad_token_id="<unk>"),
+    }
+
+
+def _clip_vision_config(image_size: int) -> dict:
+    return {"model_type": "clip_vision_model", **VISION_SIZES, "image_size": image_size}
+
+
+def _llava_processor(cls_name: str, image_processor: object, tokenizer: object) -> object:
+    from transformers import LlavaNextProcessor, LlavaProcessor
+
+    cls = {"llava": LlavaProcessor, "llava_next": LlavaNextProcessor}[cls_name]
+    return cls(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=VISION_SIZES["patch_size"],
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,  # CLIP's class token, dropped by "default"
+        chat_template=tokenizer.chat_template,
+    )
+
+
+def build_tiny_llava(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny random LLaVA-1.5: CLIP tower on a 28 px square (4 image tokens), Llama text."""
+    tokenizer = _llava_tokenizer(LLAVA_CHAT_TEMPLATE)
+    config = LlavaConfig(
+        vision_config=_clip_vision_config(28),
+        text_config=_llama_text_config(tokenizer),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        projector_hidden_act="gelu",
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+    )
+    image_processor = LlavaImageProcessorPil(
+        size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}
+    )
+    processor = _llava_processor("llava", image_processor, tokenizer)
+    return _save(Path(out_dir), _random_model(config, seed), processor)
+
+
+def build_tiny_llava_next(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny random LLaVA-NeXT (1.6): CLIP tower on 28 px tiles, any-resolution grids
+    up to 56x56, Llama text and the Llama-2 ``[INST]`` chat template."""
+    tokenizer = _llava_tokenizer(_trl_chat_template("llava_next"))
+    pinpoints = [[28, 56], [56, 28], [56, 56]]
+    config = LlavaNextConfig(
+        vision_config=_clip_vision_config(28),
+        text_config=_llama_text_config(tokenizer),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        image_grid_pinpoints=pinpoints,
+        vision_feature_layer=-2,
+        vision_feature_select_strategy="default",
+    )
+    image_processor = LlavaNextImageProcessorPil(
+        size={"shortest_edge": 28},
+        crop_size={"height": 28, "width": 28},
+        image_grid_pinpoints=pinpoints,
+    )
+    processor = _llava_processor("llava_next", image_processor, tokenizer)
+    return _save(Path(out_dir), _random_model(config, seed), processor)
+
+
+# ---- Idefics3 and SmolVLM --------------------------------------------------------------
+
+
+_IDEFICS3_TOKENS = ("<fake_token_around_image>", "<image>", "<global-img>", "<end_of_utterance>")
+
+
+def _idefics3_like(
+    config_cls: type[PretrainedConfig],
+    image_processor_cls: type,
+    processor_name: str,
+    bos: str,
+    chat_template: str,
+    out_dir: str | Path,
+    seed: int,
+) -> Path:
+    """Idefics3 and SmolVLM share the layout: a SigLIP-like tower, pixel shuffle by 2,
+    a Llama text model; one 28 px image (no splitting) = 4 patches = 1 image token."""
+    import transformers
+
+    tokenizer = _generic_tokenizer(
+        bos=bos,
+        eos="<end_of_utterance>",
+        pad="<|endoftext|>",
+        extra_special=_IDEFICS3_TOKENS,
+        chat_template=chat_template,
+    )
+    config = config_cls(
+        vision_config={**VISION_SIZES, "image_size": 28},
+        text_config=_llama_text_config(tokenizer)
+        | _token_ids(
+            tokenizer,
+            bos_token_id=bos,
+            eos_token_id="<end_of_utterance>",
+            pad_token_id="<|endoftext|>",
+        ),
+        image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
+        scale_factor=2,
+    )
+    image_processor = image_processor_cls(
+        size={"longest_edge": 28}, max_image_size={"longest_edge": 28}, do_image_splitting=False
+    )
+    processor_cls = getattr(transformers, processor_name)
+    kwargs = {"image_seq_len": 1, "chat_template": chat_template}
+    if "video_processor" in processor_cls.get_attributes():
+        from uirl_agents.models import image_only_processor_class
+
+        processor_cls = image_only_processor_class(processor_cls)
+    processor = processor_cls(image_processor=image_processor, tokenizer=tokenizer, **kwargs)
+    return _save(Path(out_dir), _random_model(config, seed), processor)
+
+
+def build_tiny_idefics3(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny random Idefics3 (``User: ...<end_of_utterance>`` chat)."""
+    return _idefics3_like(
+        Idefics3Config,
+        Idefics3ImageProcessorPil,
+        "Idefics3Processor",
+        "<|begin_of_text|>",
+        _trl_chat_template("idefics3"),
+        out_dir,
+        seed,
+    )
+
+
+def build_tiny_smolvlm(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny random SmolVLM (Idefics3's architecture, SmolLM's ``<|im_start|>``)."""
+    return _idefics3_like(
+        SmolVLMConfig,
+        SmolVLMImageProcessorPil,
+        "SmolVLMProcessor",
+        "<|im_start|>",
+        _trl_chat_template("smolvlm"),
+        out_dir,
+        seed,
+    )
+
+
+# ---- PaliGemma and Gemma 3 ----------------------------------------------------------------
+
+
+def _gemma_text_config(tokenizer: TokenizersBackend) -> dict:
+    return {
+        "vocab_size": len(tokenizer),
+        **TEXT_SIZES,
+        "head_dim": 16,
+        **_token_ids(tokenizer, bos_token_id="<bos>", eos_token_id="<eos>", pad_token_id="<pad>"),
+    }
+
+
+def _siglip_vision_config(image_size: int) -> dict:
+    return {"model_type": "siglip_vision_model", **VISION_SIZES, "image_size": image_size}
+
+
+def build_tiny_paligemma(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny random PaliGemma: SigLIP on a 28 px square (4 image tokens), Gemma text.
+
+    PaliGemma checkpoints ship no chat template; this one neither, so it loads with
+    :data:`uirl_agents.models.PLAIN_CHAT_TEMPLATE` like a real one.
+    """
+    from transformers import PaliGemmaProcessor
+
+    tokenizer = _generic_tokenizer(
+        bos="<bos>", eos="<eos>", pad="<pad>", extra_special=("<image>",), chat_template=""
+    )
+    tokenizer.chat_template = None
+    image_processor = SiglipImageProcessorPil(size={"height": 28, "width": 28})
+    image_processor.image_seq_length = 4
+    # The processor adds PaliGemma's 1024 <locNNNN> and 128 <segNNN> tokens: size the
+    # vocabulary after it.
+    processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer)
+    config = PaliGemmaConfig(
+        vision_config=_siglip_vision_config(28) | {"projection_dim": 32},
+        text_config={"model_type": "gemma", **_gemma_text_config(processor.tokenizer)},
+        image_token_index=processor.image_token_id,
+        projection_dim=32,
+    )
+    return _save(Path(out_dir), _random_model(config, seed), processor)
+
+
+def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny random Gemma 3: SigLIP on a 56 px square pooled to 4 image tokens, Gemma 3
+    text (sliding-window and global layers) and its ``<start_of_turn>`` chat template."""
+    from transformers import Gemma3Processor
+
+    named = {
+        "boi_token": "<start_of_image>",
+        "eoi_token": "<end_of_image>",
+        "image_token": "<image_soft_token>",
+    }
+    tokenizer = _generic_tokenizer(
+        bos="<bos>",
+        eos="<end_of_turn>",
+        pad="<pad>",
+        extra_special=("<eos>", "<start_of_turn>"),
+        named_special=named,
+        chat_template=_trl_chat_template("gemma3"),
+    )
+    text = _gemma_text_config(tokenizer) | _token_ids(tokenizer, eos_token_id="<end_of_turn>")
+    config = Gemma3Config(
+        vision_config=_siglip_vision_config(56),
+        text_config=text
+        | {"sliding_window": 16, "layer_types": ["sliding_attention", "full_attention"]},
+        mm_tokens_per_image=4,
+        **_token_ids(
+            tokenizer,
+            boi_token_index=named["boi_token"],
+            eoi_token_index=named["eoi_token"],
+            image_token_index=named["image_token"],
+        ),
+    )
+    image_processor = Gemma3ImageProcessorPil(size={"height": 56, "width": 56})
+    processor = Gemma3Processor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        image_seq_length=4,
+        chat_template=tokenizer.chat_template,
+    )
+    return _save(Path(out_dir), _random_model(config, seed), processor)
+
+
+FAMILIES: dict[str, Callable[..., Path]] = {
+    "qwen2.5-vl": build_tiny_qwen25vl,
+    "qwen2-vl": build_tiny_qwen2vl,
+    "llava": build_tiny_llava,
+    "llava-next": build_tiny_llava_next,
+    "idefics3": build_tiny_idefics3,
+    "smolvlm": build_tiny_smolvlm,
+    "paligemma": build_tiny_paligemma,
+    "gemma3": build_tiny_gemma3,
+}
+
+
+def build_tiny_model(family: str, out_dir: str | Path, *, seed: int = 0) -> Path:
+    """Write a tiny random checkpoint of ``family`` (a key of :data:`FAMILIES`).
+
+    Raises:
+        ValueError: an unknown family.
+    """
+    if family not in FAMILIES:
+        raise ValueError(f"Unknown family {family!r}; known: {sorted(FAMILIES)}")
+    return FAMILIES[family](out_dir, seed=seed)
 
 
 def tiny_format_config() -> FormatConfig:
-    """The :class:`FormatConfig` matching the tiny model's image processor."""
+    """The :class:`FormatConfig` matching the tiny Qwen models' image processor."""
     return FormatConfig(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", type=Path, help="folder to write the checkpoint to")
+    parser.add_argument(
+        "--family", default="qwen2.5-vl", choices=sorted(FAMILIES), help="the model family"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the random weights")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    build_tiny_qwen25vl(args.out_dir, seed=args.seed)
+    build_tiny_model(args.family, args.out_dir, seed=args.seed)
 
 
 if __name__ == "__main__":

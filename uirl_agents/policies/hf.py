@@ -33,7 +33,7 @@ from transformers import BatchFeature, GenerationConfig, PreTrainedModel
 from transformers.processing_utils import ProcessorMixin
 
 from uirl_agents.formats import FormatConfig, ModelFormat, get_format
-from uirl_agents.formats.base import Message
+from uirl_agents.formats.base import Message, text_part
 from uirl_agents.models import detect_format, load_model_and_processor
 from uirl_agents.policies.base import PolicyStep
 from uirl_agents.policies.context import EpisodeContexts
@@ -85,6 +85,24 @@ def _to_pil(image: np.ndarray) -> Image.Image:
     return Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8))
 
 
+# The token type id of completion tokens, where it is not 0 (text). PaliGemma's prompt
+# (type 0) attends bidirectionally, its answer (type 1, as its generate() appends)
+# causally: zeros would let each completion token see the ones after it.
+_COMPLETION_TOKEN_TYPE = {"paligemma": 1}
+
+
+def with_content_parts(message: Message) -> Message:
+    """``message`` with a string ``content`` as one text part.
+
+    Formats write system and assistant turns as strings; several families' chat
+    templates (LLaVA, Idefics3, SmolVLM) read only lists of parts. The templates that
+    take both (Qwen2.5-VL, Gemma 3) render the two alike.
+    """
+    if isinstance(message["content"], str):
+        return {**message, "content": [text_part(message["content"])]}
+    return message
+
+
 def encode_prompts(
     processor: ProcessorMixin,
     messages: Sequence[list[Message]],
@@ -101,17 +119,26 @@ def encode_prompts(
         The processor's tensors (``input_ids``, ``attention_mask``, ``pixel_values``, ...).
     """
     texts = [
-        processor.apply_chat_template(m, tokenize=False, add_generation_prompt=True)
+        processor.apply_chat_template(
+            [with_content_parts(message) for message in m],
+            tokenize=False,
+            add_generation_prompt=True,
+        )
         for m in messages
     ]
-    flat = [_to_pil(image) for sample in images for image in sample]
-    return processor(
+    # Nested per sample: processors that count images per prompt (Gemma 3) need it.
+    nested = [[_to_pil(image) for image in sample] for sample in images]
+    encoded = processor(
         text=texts,
-        images=flat or None,
+        images=nested if any(nested) else None,
         padding=True,
         padding_side="left",
         return_tensors="pt",
     )
+    # PaliGemma's processor returns the prompt as labels too; a model given labels
+    # computes a loss of its own, over the prompt. Ours are over completions only.
+    encoded.pop("labels", None)
+    return encoded
 
 
 def completion_logprobs(
@@ -175,11 +202,12 @@ def completion_logprobs(
         completion_mask[i, : len(ids)] = 1
     model_inputs: dict[str, Any] = dict(inputs)
     # Extend every per-token tensor (input_ids, attention_mask, mm_token_type_ids, ...):
-    # completion tokens are text, hence zeros for the type ids.
+    # completion tokens are text, hence the text type id (see _COMPLETION_TOKEN_TYPE).
+    token_type = _COMPLETION_TOKEN_TYPE.get(model.config.model_type, 0)
     for key, value in inputs.items():
         if isinstance(value, torch.Tensor) and value.shape[:2] == (batch, prompt_len):
             extra = {"input_ids": completions, "attention_mask": completion_mask}.get(
-                key, torch.zeros((batch, width), dtype=value.dtype)
+                key, torch.full((batch, width), token_type, dtype=value.dtype)
             )
             model_inputs[key] = torch.cat([value, extra], dim=1)
     model_inputs = {
@@ -210,14 +238,45 @@ def completion_logprobs(
 
 
 def format_config_from_processor(processor: ProcessorMixin) -> FormatConfig:
-    """The image sizing a processor uses (Qwen2-VL-style image processors)."""
+    """The image sizing that matches a processor.
+
+    Qwen2-VL-style image processors (they return ``image_grid_thw``) resize with
+    ``smart_resize`` between their ``min_pixels`` and ``max_pixels``: the format uses
+    the same bounds and factor, so that their resize is a no-op.
+
+    The others (LLaVA, LLaVA-NeXT, Idefics3, PaliGemma, Gemma 3, ...) resize every image
+    to a size of their own, often a square. The format then keeps the screen's aspect
+    ratio and shrinks it to at most the pixel count the processor's largest input
+    holds (no more detail than the model gets), and the model's coordinates are pixels
+    of that image: what the prompt states and the recorded step keeps.
+    """
     image_processor = processor.image_processor
     size = image_processor.size
-    return FormatConfig(
-        min_pixels=int(size["shortest_edge"]),
-        max_pixels=int(size["longest_edge"]),
-        factor=int(image_processor.patch_size * image_processor.merge_size),
-    )
+    if "image_grid_thw" in image_processor.model_input_names:
+        return FormatConfig(
+            min_pixels=int(size["shortest_edge"]),
+            max_pixels=int(size["longest_edge"]),
+            factor=int(image_processor.patch_size * image_processor.merge_size),
+        )
+    max_pixels = _input_pixels(size, image_processor)
+    return FormatConfig(min_pixels=1, max_pixels=max_pixels, factor=1)
+
+
+def _input_pixels(size: Any, image_processor: Any) -> int:
+    """The pixel count of the largest image a fixed-size image processor hands on."""
+    if size.get("height") and size.get("width"):
+        pixels = int(size["height"]) * int(size["width"])
+    else:
+        edge = size.get("longest_edge") or size.get("shortest_edge")
+        if not edge:
+            raise ValueError(
+                f"Cannot tell the input size of {type(image_processor).__name__} from its size "
+                f"{dict(size)}; build the format with an explicit FormatConfig"
+            )
+        pixels = int(edge) ** 2
+    # LLaVA-NeXT tiles an image into a grid of crops: the largest grid is the input.
+    pinpoints = image_processor.to_dict().get("image_grid_pinpoints") or []
+    return max([pixels, *(int(h) * int(w) for h, w in pinpoints)])
 
 
 def check_processor_keeps_size(processor: ProcessorMixin, fmt: ModelFormat) -> None:
