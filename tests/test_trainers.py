@@ -3,7 +3,6 @@ model, and both scripts end to end on real sessions (one and two processes, resu
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -25,6 +24,8 @@ import yaml
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from model_fixtures import tiny_training_run  # noqa: E402
+
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, completion_logprobs  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
@@ -33,7 +34,6 @@ from uirl_agents.trainers.common import (  # noqa: E402
     TRAIN_STREAM,
     build_model,
     derive_specs,
-    trainable_parameters,
 )
 from uirl_agents.trainers.config import (  # noqa: E402
     EnvConfig,
@@ -233,33 +233,6 @@ def test_episode_specs_are_a_function_of_seed_iteration_rank() -> None:
 # ---- the model side: LoRA, scoring, the losses -----------------------------------------
 
 
-def _tiny_run(model_dir: Path, config: GRPOConfig, **model_overrides: object) -> SimpleNamespace:
-    """What the update functions use of a TrainingRun, for one process, in-process."""
-    from uirl_agents.formats import get_format
-    from uirl_agents.models import load_processor
-    from uirl_agents.policies.hf import format_config_from_processor
-
-    torch.manual_seed(0)
-    model = build_model(config.model, str(model_dir), torch.device("cpu"), **model_overrides)
-    processor = load_processor(model_dir)
-    trainable = trainable_parameters(model)
-    return SimpleNamespace(
-        config=config,
-        model=model,
-        processor=processor,
-        format=get_format(config.model.format, format_config_from_processor(processor)),
-        rank=0,
-        world_size=1,
-        sharded=False,
-        trainable=trainable,
-        optimizer=torch.optim.AdamW(trainable, lr=1e-2),
-        sum_all=float,
-        sum_all_dict=dict,
-        max_all=float,
-        autocast=contextlib.nullcontext,
-    )
-
-
 def _grpo_config(**sections: dict) -> GRPOConfig:
     return load_config(
         GRPOConfig,
@@ -312,7 +285,7 @@ def _samples(run: SimpleNamespace, advantages: list[float], steps: int = 2) -> l
 def test_lora_targets_the_language_model_only_and_trains_the_adapter(
     tiny_qwen25vl_dir: Path,
 ) -> None:
-    run = _tiny_run(tiny_qwen25vl_dir, _grpo_config(grpo={"kl_beta": 0.1}))
+    run = tiny_training_run(tiny_qwen25vl_dir, _grpo_config(grpo={"kl_beta": 0.1}))
     model = run.model
     lora_names = [n for n, _ in model.named_modules() if n.endswith("lora_A")]
     assert lora_names and not [n for n in lora_names if "visual" in n]
@@ -332,7 +305,7 @@ def test_lora_targets_the_language_model_only_and_trains_the_adapter(
 
 
 def test_old_logprobs_come_from_the_trainer_not_the_rollout(tiny_qwen25vl_dir: Path) -> None:
-    run = _tiny_run(tiny_qwen25vl_dir, _grpo_config())
+    run = tiny_training_run(tiny_qwen25vl_dir, _grpo_config())
     samples = _samples(run, [0.5, -0.5])
     # A rollout engine that disagrees with the trainer (bf16 kernels, vLLM): shift its
     # numbers by 0.3 nats. The ratio must still be 1 before the first update.
@@ -351,7 +324,7 @@ def test_old_logprobs_come_from_the_trainer_not_the_rollout(tiny_qwen25vl_dir: P
 
 def test_truncated_importance_sampling_weights_the_loss(tiny_qwen25vl_dir: Path) -> None:
     capped = _grpo_config(grpo={"tis_cap": 2.0})
-    run = _tiny_run(tiny_qwen25vl_dir, capped)
+    run = tiny_training_run(tiny_qwen25vl_dir, capped)
     samples = _samples(run, [1.0, -1.0])
     score_samples(run, samples)
     run.model.train()
@@ -388,7 +361,7 @@ def test_kl_reference_is_the_adapter_the_run_started_from(
                 p.normal_(0, 0.5)
     start.save_pretrained(tmp_path / "start")
     config = _grpo_config(grpo={"kl_beta": 0.1}, model={"adapter_path": tmp_path / "start"})
-    run = _tiny_run(tiny_qwen25vl_dir, config)
+    run = tiny_training_run(tiny_qwen25vl_dir, config)
     samples = _samples(run, [1.0, -1.0])
     score_samples(run, samples)
     run.model.train()
@@ -433,7 +406,7 @@ def test_skip_zero_advantage_leaves_the_gradient_unchanged(tiny_qwen25vl_dir: Pa
             grpo={"skip_zero_advantage": skip, "kl_beta": 0},
             optim={"micro_batch_tokens": 1, "grad_accumulation_steps": 2},
         )
-        run = _tiny_run(tiny_qwen25vl_dir, config)
+        run = tiny_training_run(tiny_qwen25vl_dir, config)
         run.optimizer = _GradientRecorder(run.trainable)
         samples = _samples(run, [1.0, 0.0, -1.0, 0.0], steps=2)[:7]
         metrics = policy_update(run, samples, iteration=0)
@@ -447,7 +420,7 @@ def test_skip_zero_advantage_leaves_the_gradient_unchanged(tiny_qwen25vl_dir: Pa
 
 
 def test_sft_trains_on_the_sampled_ids_and_drops_unparsed_steps(tiny_qwen25vl_dir: Path) -> None:
-    run = _tiny_run(tiny_qwen25vl_dir, _grpo_config())
+    run = tiny_training_run(tiny_qwen25vl_dir, _grpo_config())
     sample = _samples(run, [1.0], steps=1)[0]
     tokenizer = run.processor.tokenizer
     text = "click(start_box='(3,4)')"
@@ -830,7 +803,7 @@ def test_lora_presets_wrap_the_language_models_layers_of_their_kind(
 
 def test_lora_custom_targets_and_their_errors(tiny_qwen25vl_dir: Path) -> None:
     config = _grpo_config(model={"lora_preset": "custom", "lora_target_modules": ".*(q_proj|qkv)"})
-    run = _tiny_run(tiny_qwen25vl_dir, config)
+    run = tiny_training_run(tiny_qwen25vl_dir, config)
     lora = [n for n, _ in run.model.named_modules() if n.endswith("lora_A")]
     assert lora and all("q_proj" in n or "qkv" in n for n in lora)
     assert any("visual" in n for n in lora)  # custom takes what it names, vision included
