@@ -57,8 +57,9 @@ class AgentSpec:
 
     Attributes:
         kind: ``random``, ``expert``, ``hf`` or ``openai``.
-        target: the checkpoint path (hf; ``tiny`` builds the tiny test model) or the model
-            name (openai).
+        target: the checkpoint path (hf; ``tiny`` builds the tiny test Qwen2.5-VL,
+            ``tiny-FAMILY`` the tiny model of another family, e.g. ``tiny-llava``; write
+            ``./tiny-x`` for a folder of that name) or the model name (openai).
         url: the server's base URL (openai).
         lora: a LoRA adapter path (hf).
         format: the model format (``ui-tars`` or ``qwen2.5-vl``); None: picked from the
@@ -151,12 +152,14 @@ def build_policy(
     from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig
 
     path = spec.target
-    if path == "tiny":
+    if path == "tiny" or path.startswith("tiny-"):
         import torch
 
-        from uirl_agents.tiny_model import build_tiny_qwen25vl
+        from uirl_agents.tiny_model import build_tiny_model
 
-        path = str(build_tiny_qwen25vl(work_dir / "tiny-model"))
+        # hf:tiny is the tiny Qwen2.5-VL; hf:tiny-FAMILY (hf:tiny-llava, ...) another family.
+        family = path.removeprefix("tiny-") if path != "tiny" else "qwen2.5-vl"
+        path = str(build_tiny_model(family, work_dir / "tiny-model" / family))
         # Its matrices are too small to gain from threads, and a second thread spinning
         # beside the sessions' Chromium made a step 10-20x slower on a busy 2-core box.
         torch.set_num_threads(1)
