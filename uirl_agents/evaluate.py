@@ -150,15 +150,13 @@ def build_policy(
         )
         return policy, format_name
     from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig
+    from uirl_agents.tiny_model import build_tiny_model, tiny_family
 
     path = spec.target
-    if path == "tiny" or path.startswith("tiny-"):
+    family = tiny_family(path)
+    if family is not None:
         import torch
 
-        from uirl_agents.tiny_model import build_tiny_model
-
-        # hf:tiny is the tiny Qwen2.5-VL; hf:tiny-FAMILY (hf:tiny-llava, ...) another family.
-        family = path.removeprefix("tiny-") if path != "tiny" else "qwen2.5-vl"
         path = str(build_tiny_model(family, work_dir / "tiny-model" / family))
         # Its matrices are too small to gain from threads, and a second thread spinning
         # beside the sessions' Chromium made a step 10-20x slower on a busy 2-core box.

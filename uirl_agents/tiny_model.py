@@ -642,6 +642,18 @@ def build_tiny_model(family: str, out_dir: str | Path, *, seed: int = 0) -> Path
     return FAMILIES[family](out_dir, seed=seed)
 
 
+def tiny_family(name: str) -> str | None:
+    """The family a tiny-model name asks for: ``tiny`` -> ``qwen2.5-vl``,
+    ``tiny-FAMILY`` -> ``FAMILY``; None for any other name (a checkpoint).
+
+    >>> tiny_family("tiny"), tiny_family("tiny-llava"), tiny_family("/models/x")
+    ('qwen2.5-vl', 'llava', None)
+    """
+    if name == "tiny":
+        return "qwen2.5-vl"
+    return name.removeprefix("tiny-") if name.startswith("tiny-") else None
+
+
 def tiny_format_config() -> FormatConfig:
     """The :class:`FormatConfig` matching the tiny Qwen models' image processor."""
     return FormatConfig(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS)
