@@ -31,10 +31,12 @@ from uirl_agents.trajectories import Episode, Step  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.vector import SessionVectorEnv  # noqa: E402
 
-# peft calls a transformers method deprecated in 5.x; not ours to fix.
-pytestmark = pytest.mark.filterwarnings(
-    "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"
-)
+# peft calls a transformers method deprecated in 5.x, PaliGemma's processor a numpy 1
+# idiom; not ours to fix.
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:__array__ implementation doesn't accept a copy keyword"),
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 # family -> (model class, default format)
