@@ -42,16 +42,22 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_token
 from transformers import (
     AutoModelForImageTextToText,
     Gemma3Config,
+    Gemma3Processor,
     GenerationConfig,
     Idefics3Config,
+    Idefics3Processor,
     LlavaConfig,
     LlavaNextConfig,
+    LlavaNextProcessor,
+    LlavaProcessor,
     PaliGemmaConfig,
+    PaliGemmaProcessor,
     PretrainedConfig,
     PreTrainedModel,
     Qwen2_5_VLConfig,
     Qwen2VLConfig,
     SmolVLMConfig,
+    SmolVLMProcessor,
 )
 from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
@@ -63,11 +69,13 @@ from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX, Qwen
 from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
 from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
+from transformers.processing_utils import ProcessorMixin
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
 from uirl_gym.actions import Action, ActionType
 
 from .formats import FORMATS, FormatConfig, get_format
+from .models import image_only_processor_class
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +237,7 @@ def _generic_tokenizer(
     pad: str,
     extra_special: Sequence[str] = (),
     named_special: dict[str, str] | None = None,
-    chat_template: str,
+    chat_template: str | None,
 ) -> TokenizersBackend:
     """A byte-level BPE tokenizer with a family's special tokens and chat template.
 
@@ -238,7 +246,7 @@ def _generic_tokenizer(
         extra_special: more special tokens (image tokens, turn markers).
         named_special: special tokens the family's processor reads as tokenizer
             attributes (e.g. Gemma 3's ``boi_token``); their values are added too.
-        chat_template: the family's chat template.
+        chat_template: the family's chat template (None: the family ships none).
     """
     named_special = named_special or {}
     specials = list(dict.fromkeys([pad, bos, eos, *extra_special, *named_special.values()]))
@@ -392,12 +400,14 @@ def _llava_tokenizer(chat_template: str) -> TokenizersBackend:
     )
 
 
-def _llama_text_config(tokenizer: TokenizersBackend) -> dict:
+def _llama_text_config(
+    tokenizer: TokenizersBackend, *, bos: str = "<s>", eos: str = "</s>", pad: str = "<unk>"
+) -> dict:
     return {
         "model_type": "llama",
         "vocab_size": len(tokenizer),
         **TEXT_SIZES,
-        **_token_ids(tokenizer, bos_token_id="<s>", eos_token_id="</s>", pad_token_id="<unk>"),
+        **_token_ids(tokenizer, bos_token_id=bos, eos_token_id=eos, pad_token_id=pad),
     }
 
 
@@ -405,10 +415,9 @@ def _clip_vision_config(image_size: int) -> dict:
     return {"model_type": "clip_vision_model", **VISION_SIZES, "image_size": image_size}
 
 
-def _llava_processor(cls_name: str, image_processor: object, tokenizer: object) -> object:
-    from transformers import LlavaNextProcessor, LlavaProcessor
-
-    cls = {"llava": LlavaProcessor, "llava_next": LlavaNextProcessor}[cls_name]
+def _llava_processor(
+    cls: type[ProcessorMixin], image_processor: object, tokenizer: TokenizersBackend
+) -> ProcessorMixin:
     return cls(
         image_processor=image_processor,
         tokenizer=tokenizer,
@@ -433,7 +442,7 @@ def build_tiny_llava(out_dir: str | Path, *, seed: int = 0) -> Path:
     image_processor = LlavaImageProcessorPil(
         size={"shortest_edge": 28}, crop_size={"height": 28, "width": 28}
     )
-    processor = _llava_processor("llava", image_processor, tokenizer)
+    processor = _llava_processor(LlavaProcessor, image_processor, tokenizer)
     return _save(Path(out_dir), _random_model(config, seed), processor)
 
 
@@ -455,7 +464,7 @@ def build_tiny_llava_next(out_dir: str | Path, *, seed: int = 0) -> Path:
         crop_size={"height": 28, "width": 28},
         image_grid_pinpoints=pinpoints,
     )
-    processor = _llava_processor("llava_next", image_processor, tokenizer)
+    processor = _llava_processor(LlavaNextProcessor, image_processor, tokenizer)
     return _save(Path(out_dir), _random_model(config, seed), processor)
 
 
@@ -468,7 +477,7 @@ _IDEFICS3_TOKENS = ("<fake_token_around_image>", "<image>", "<global-img>", "<en
 def _idefics3_like(
     config_cls: type[PretrainedConfig],
     image_processor_cls: type,
-    processor_name: str,
+    processor_cls: type[ProcessorMixin],
     bos: str,
     chat_template: str,
     out_dir: str | Path,
@@ -476,8 +485,6 @@ def _idefics3_like(
 ) -> Path:
     """Idefics3 and SmolVLM share the layout: a SigLIP-like tower, pixel shuffle by 2,
     a Llama text model; one 28 px image (no splitting) = 4 patches = 1 image token."""
-    import transformers
-
     tokenizer = _generic_tokenizer(
         bos=bos,
         eos="<end_of_utterance>",
@@ -487,12 +494,8 @@ def _idefics3_like(
     )
     config = config_cls(
         vision_config={**VISION_SIZES, "image_size": 28},
-        text_config=_llama_text_config(tokenizer)
-        | _token_ids(
-            tokenizer,
-            bos_token_id=bos,
-            eos_token_id="<end_of_utterance>",
-            pad_token_id="<|endoftext|>",
+        text_config=_llama_text_config(
+            tokenizer, bos=bos, eos="<end_of_utterance>", pad="<|endoftext|>"
         ),
         image_token_id=tokenizer.convert_tokens_to_ids("<image>"),
         scale_factor=2,
@@ -500,13 +503,14 @@ def _idefics3_like(
     image_processor = image_processor_cls(
         size={"longest_edge": 28}, max_image_size={"longest_edge": 28}, do_image_splitting=False
     )
-    processor_cls = getattr(transformers, processor_name)
-    kwargs = {"image_seq_len": 1, "chat_template": chat_template}
     if "video_processor" in processor_cls.get_attributes():
-        from uirl_agents.models import image_only_processor_class
-
-        processor_cls = image_only_processor_class(processor_cls)
-    processor = processor_cls(image_processor=image_processor, tokenizer=tokenizer, **kwargs)
+        processor_cls = image_only_processor_class(processor_cls)  # SmolVLM
+    processor = processor_cls(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        image_seq_len=1,
+        chat_template=chat_template,
+    )
     return _save(Path(out_dir), _random_model(config, seed), processor)
 
 
@@ -515,7 +519,7 @@ def build_tiny_idefics3(out_dir: str | Path, *, seed: int = 0) -> Path:
     return _idefics3_like(
         Idefics3Config,
         Idefics3ImageProcessorPil,
-        "Idefics3Processor",
+        Idefics3Processor,
         "<|begin_of_text|>",
         _trl_chat_template("idefics3"),
         out_dir,
@@ -528,7 +532,7 @@ def build_tiny_smolvlm(out_dir: str | Path, *, seed: int = 0) -> Path:
     return _idefics3_like(
         SmolVLMConfig,
         SmolVLMImageProcessorPil,
-        "SmolVLMProcessor",
+        SmolVLMProcessor,
         "<|im_start|>",
         _trl_chat_template("smolvlm"),
         out_dir,
@@ -558,12 +562,9 @@ def build_tiny_paligemma(out_dir: str | Path, *, seed: int = 0) -> Path:
     PaliGemma checkpoints ship no chat template; this one neither, so it loads with
     :data:`uirl_agents.models.PLAIN_CHAT_TEMPLATE` like a real one.
     """
-    from transformers import PaliGemmaProcessor
-
     tokenizer = _generic_tokenizer(
-        bos="<bos>", eos="<eos>", pad="<pad>", extra_special=("<image>",), chat_template=""
+        bos="<bos>", eos="<eos>", pad="<pad>", extra_special=("<image>",), chat_template=None
     )
-    tokenizer.chat_template = None
     image_processor = SiglipImageProcessorPil(size={"height": 28, "width": 28})
     image_processor.image_seq_length = 4
     # The processor adds PaliGemma's 1024 <locNNNN> and 128 <segNNN> tokens: size the
@@ -581,8 +582,6 @@ def build_tiny_paligemma(out_dir: str | Path, *, seed: int = 0) -> Path:
 def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
     """A tiny random Gemma 3: SigLIP on a 56 px square pooled to 4 image tokens, Gemma 3
     text (sliding-window and global layers) and its ``<start_of_turn>`` chat template."""
-    from transformers import Gemma3Processor
-
     named = {
         "boi_token": "<start_of_image>",
         "eoi_token": "<end_of_image>",
