@@ -86,8 +86,22 @@ def image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixin
             **kwargs,
         )
 
+    # The class's own signature less video_processor: saving and loading read the
+    # processor's settings (image_seq_len, ...) from it.
+    signature = inspect.signature(cls.__init__)
+    __init__.__signature__ = signature.replace(
+        parameters=[p for name, p in signature.parameters.items() if name != "video_processor"]
+    )
     doc = f"{cls.__name__} for images and text only (no video processor, no torchvision)."
-    return type(f"{cls.__name__}ImageOnly", (cls,), {"__init__": __init__, "__doc__": doc})
+    # A class's own apply_chat_template adds video defaults from its video processor
+    # (SmolVLM reads video_processor.num_frames even for images); without one, the
+    # generic rendering is the whole of it.
+    namespace = {
+        "__init__": __init__,
+        "__doc__": doc,
+        "apply_chat_template": ProcessorMixin.apply_chat_template,
+    }
+    return type(f"{cls.__name__}ImageOnly", (cls,), namespace)
 
 
 def _resolve_chat_template(name_or_path: str, tokenizer: Any) -> str | None:
