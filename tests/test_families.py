@@ -25,6 +25,7 @@ from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
 from uirl_agents.tiny_model import FAMILIES, build_tiny_model  # noqa: E402
 from uirl_agents.tiny_model import main as tiny_model_main  # noqa: E402
 from uirl_agents.trainers.cli import load_config  # noqa: E402
+from uirl_agents.trainers.common import VISION_TOWER  # noqa: E402
 from uirl_agents.trainers.config import GRPOConfig  # noqa: E402
 from uirl_agents.trainers.grpo import policy_update, step_samples, vision_token_ids  # noqa: E402
 from uirl_agents.trainers.sft import sft_loss, sft_samples, sft_update  # noqa: E402
@@ -104,6 +105,12 @@ def test_rollout_sft_and_grpo_steps_on_a_real_session(family_dir, envs) -> None:
     run = tiny_training_run(model_dir, _grpo_config(format_name))
     assert type(run.model.get_base_model()).__name__ == model_class
     assert "torchvision" not in sys.modules
+
+    # freeze_vision_tower finds this family's vision encoder; GRPO knows its image token.
+    names = [n for n, _ in run.model.named_parameters()]
+    vision = [n for n in names if VISION_TOWER.search(n)]
+    assert vision and not [n for n in vision if re.search(r"language_model|text_model", n)]
+    assert run.model.config.image_token_id in vision_token_ids(run.model.config)
 
     # LoRA wraps the language model's layers only.
     lora_modules = [n for n, _ in run.model.named_modules() if n.endswith("lora_A")]
