@@ -8,8 +8,9 @@ One builder per family (:data:`FAMILIES`); they share the tokenizer training
 (:func:`train_bpe`), the tiny text sizes (:data:`TEXT_SIZES`) and the saving
 (:func:`_save`).
 
-- models: 2 text layers and 2 vision layers of width 32 (well under 1M parameters,
-  a few MB at most); weights random (seeded).
+- models: the family's own class from its transformers config, 2 text layers and 2
+  vision layers of width 32 (100k-160k parameters, under 1 MB on disk); weights
+  random (seeded).
 - tokenizers: byte-level BPE trained with ``tokenizers`` on our prompts and every
   format's action syntax (:func:`_corpus`), with the family's special tokens. The
   Qwen families use ``Qwen2Tokenizer`` (Qwen's pre-tokenizer regex); the others a
@@ -17,8 +18,9 @@ One builder per family (:data:`FAMILIES`); they share the tokenizer training
   SentencePiece-style vocabularies: the token ids differ, the chat and image-token
   layout is the family's).
 - images: each family's smallest sensible image size, so that a forward pass on a
-  1280x800 screenshot takes milliseconds on CPU (Qwen: ``max_pixels = 28*28*16``, a
-  140x84 image, 15 visual tokens; the fixed-size families: a 28 or 56 px square).
+  1280x800 screenshot takes 30-90 ms on one CPU thread (Qwen: ``max_pixels =
+  28*28*16``, a 140x84 image, 15 visual tokens; the fixed-size families: a 28 or
+  56 px square, 1 to 14 image tokens).
 
 ``qwen2.5-vl`` (:func:`build_tiny_qwen25vl`) also keeps Qwen2.5-VL's sampling
 defaults (top_k=1, repetition_penalty 1.05, ...) on purpose, so that tests catch a
