@@ -40,11 +40,18 @@ from uirl_agents.formats import FormatConfig, ModelFormat, get_format
 from uirl_agents.models import default_dtype, load_model, load_processor
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
+from uirl_agents.quantization import quantization_mode, use_plain_cpu_layout
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import config_to_dict, save_config
-from uirl_agents.trainers.config import TINY_MODEL, EnvConfig, ModelConfig, TrainConfig
+from uirl_agents.trainers.config import (
+    TINY_MODEL,
+    EnvConfig,
+    ModelConfig,
+    TrainConfig,
+    check_quantization,
+)
 from uirl_agents.trainers.lora import lora_target_modules
 from uirl_agents.trainers.metrics import (
     MetricsLogger,
@@ -108,9 +115,10 @@ def build_model(
             (:func:`reference_policy`); default: ``cfg.adapter_path``, the starting policy.
 
     Returns:
-        A ``PeftModel`` with a trainable adapter (``lora_rank > 0``), else the model with
-        every weight trainable (float32 master weights: mixed precision, and the vision
-        tower frozen with ``freeze_vision_tower``); in eval mode.
+        A ``PeftModel`` with a trainable adapter (``lora_rank > 0``; on an 8/4-bit base
+        with ``load_in_8bit`` / ``load_in_4bit``: QLoRA), else the model with every weight
+        trainable (float32 master weights: mixed precision, and the vision tower frozen
+        with ``freeze_vision_tower``); in eval mode.
     """
     dtype = compute_dtype(cfg, device)
     kwargs = {"device": device, "attn_implementation": cfg.attn_implementation}
@@ -128,7 +136,15 @@ def build_model(
     else:
         import peft
 
-        model = load_model(model_path, dtype=dtype, **kwargs)
+        quantization = quantization_mode(
+            load_in_8bit=cfg.load_in_8bit, load_in_4bit=cfg.load_in_4bit
+        )
+        model = load_model(model_path, dtype=dtype, quantization=quantization, **kwargs)
+        if quantization is not None:
+            # peft's QLoRA recipe: the quantized base frozen, the layers kept in float
+            # (norms, embeddings, head) upcast to float32 for stable adapter gradients.
+            model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            use_plain_cpu_layout(model, training=True)
         adapter = checkpoint / ckpt.ADAPTER_DIR if checkpoint is not None else cfg.adapter_path
         reference_adapter = reference_adapter or cfg.adapter_path
         if adapter is not None:
@@ -293,6 +309,7 @@ class TrainingRun:
         check_backends(config.logging.report_to)  # before any model or session
         if sharding.launched_with_fsdp():  # the resolved config says what runs
             config.model.fsdp = True
+            check_quantization(config.model)
         if self.is_main:
             save_config(config, self.output_dir / f"config_{trainer}.yaml")
             logger.info("%s config (resolved):\n%s", trainer, _pretty(config_to_dict(config)))

@@ -22,6 +22,8 @@ import typing
 from dataclasses import MISSING, dataclass, field
 from typing import Any, Literal
 
+from uirl_agents.quantization import quantization_mode
+
 logger = logging.getLogger(__name__)
 
 # LoRA on the language model's linear layers only. A plain list of names (q_proj, ...,
@@ -88,6 +90,16 @@ class ModelConfig:
         help="Compute dtype; auto: bfloat16 on GPU, float32 on CPU. With LoRA the frozen base "
         "weights are stored in it (the adapter stays float32); full fine-tuning keeps float32 "
         "master weights and runs forward passes under autocast to it (mixed precision).",
+    )
+    load_in_8bit: bool = param(
+        False,
+        help="Load the language model's weights in 8 bits (bitsandbytes LLM.int8, the quant "
+        "extra) for rollouts, evaluation and LoRA training on top; needs lora_rank > 0.",
+    )
+    load_in_4bit: bool = param(
+        False,
+        help="Load the language model's weights in 4 bits (NF4, double quantization; "
+        "bitsandbytes, the quant extra): QLoRA. Needs lora_rank > 0, not with fsdp.",
     )
     freeze_vision_tower: bool = param(
         True,
@@ -350,6 +362,7 @@ class TrainConfig:
         _check(self.iterations >= 1, "iterations", ">= 1", self.iterations)
         _check(m.lora_rank >= 0, "model.lora_rank", ">= 0 (0: full fine-tuning)", m.lora_rank)
         _check(0 <= m.lora_dropout < 1, "model.lora_dropout", "in [0, 1)", m.lora_dropout)
+        check_quantization(m)
         if m.adapter_path is not None and m.lora_rank == 0:
             raise ValueError(
                 "model.adapter_path is set but model.lora_rank is 0 (full fine-tuning): "
@@ -464,6 +477,32 @@ class GRPOConfig(TrainConfig):
                 "grpo.kl_beta > 0 needs a reference model; the trainer uses the same model "
                 "with its LoRA adapter disabled, so set model.lora_rank > 0 (or grpo.kl_beta: 0)"
             )
+
+
+def check_quantization(m: ModelConfig) -> None:
+    """Quantized weights go with LoRA on one process's whole model (called again when an
+    FSDP launch sets ``model.fsdp``).
+
+    Raises:
+        ValueError: both 8 and 4 bits, quantized full fine-tuning, or FSDP + quantized.
+    """
+    mode = quantization_mode(
+        load_in_8bit=m.load_in_8bit, load_in_4bit=m.load_in_4bit, prefix="model."
+    )
+    if mode is None:
+        return
+    flag = f"model.load_in_{mode}"
+    if m.lora_rank == 0:
+        raise ValueError(
+            f"{flag} with model.lora_rank 0 (full fine-tuning): quantized weights cannot be "
+            f"trained; set model.lora_rank > 0 (QLoRA: LoRA on the quantized base) or unset {flag}"
+        )
+    if m.fsdp:
+        raise ValueError(
+            f"{flag} with model.fsdp (or the FSDP accelerate config): FSDP shards float "
+            f"weights, not bitsandbytes ones; launch without FSDP (LoRA on a quantized "
+            f"base fits one GPU per process) or unset {flag}"
+        )
 
 
 def _check(ok: bool, name: str, expected: str, got: Any) -> None:
