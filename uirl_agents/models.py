@@ -61,7 +61,9 @@ def _image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixi
         )
 
     doc = f"{cls.__name__} for images and text only (no video processor, no torchvision)."
-    return type(f"{cls.__name__}ImageOnly", (cls,), {"__init__": __init__, "__doc__": doc})
+    # The parent's own name: a saved processor (processor_config.json's processor_class,
+    # e.g. in a Hub upload) then loads with AutoProcessor anywhere.
+    return type(cls.__name__, (cls,), {"__init__": __init__, "__doc__": doc})
 
 
 def _resolve_chat_template(name_or_path: str, tokenizer: Any) -> str | None:

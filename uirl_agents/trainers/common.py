@@ -40,6 +40,7 @@ from uirl_agents.formats import FormatConfig, ModelFormat, get_format
 from uirl_agents.models import default_dtype, load_model, load_processor
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
+from uirl_agents.push import require_token
 from uirl_agents.quantization import quantization_mode, use_plain_cpu_layout
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
@@ -307,6 +308,8 @@ class TrainingRun:
             )
         self.start_iteration = int(self.state.get("iteration", 0))
         check_backends(config.logging.report_to)  # before any model or session
+        if config.hub.repo_id is not None and self.is_main:
+            require_token(config.hub.repo_id)
         if sharding.launched_with_fsdp():  # the resolved config says what runs
             config.model.fsdp = True
             check_quantization(config.model)

@@ -3,7 +3,7 @@
 One dataclass per trainer (:class:`RSConfig`, :class:`GRPOConfig`), both composed of
 the shared sections (:class:`ModelConfig`, :class:`EnvConfig`, :class:`RolloutConfig`,
 :class:`OptimConfig`, :class:`LoggingConfig`, :class:`CheckpointConfig`,
-:class:`EvalConfig`) plus one section of their own (``rs`` / ``grpo``). A YAML file may
+:class:`EvalConfig`, :class:`HubConfig`) plus one section of their own (``rs`` / ``grpo``). A YAML file may
 hold both trainers' sections: each trainer ignores the other one's.
 
 The help text lives once, in each field's ``metadata["help"]``; the command line
@@ -258,6 +258,29 @@ class EvalConfig:
     temperature: float = param(0.0, help="Sampling temperature; 0: greedy decoding.")
 
 
+@dataclass
+class HubConfig:
+    """Sharing the result on the Hugging Face Hub when the run ends (uirl_agents.push)."""
+
+    repo_id: str | None = param(
+        None,
+        help="Push the final adapter (or weights), the processor, this config and a model "
+        "card to this Hub repo (user/name) when the run ends; None: no push. The command "
+        "line's --push-to-hub REPO sets it. Token: HF_TOKEN or `hf auth login`.",
+    )
+    merged: bool = param(
+        False,
+        help="Push the base model with the adapter merged in (full weights, in the run's "
+        "dtype, merged into an unquantized base), not the adapter alone.",
+    )
+    private: bool = param(False, help="Create the repo private (an existing repo is kept as is).")
+    results_dir: str | None = param(
+        None,
+        help="An evaluate.py --out folder whose results table goes in the model card; "
+        "None: OUTPUT_DIR's results.md when there is one.",
+    )
+
+
 # ---- trainer sections -------------------------------------------------------------------
 
 
@@ -345,6 +368,7 @@ class TrainConfig:
     logging: LoggingConfig = param(factory=LoggingConfig, help="Metrics.")
     checkpoint: CheckpointConfig = param(factory=CheckpointConfig, help="Checkpoints.")
     eval: EvalConfig = param(factory=EvalConfig, help="Evaluation.")
+    hub: HubConfig = param(factory=HubConfig, help="Sharing on the Hub.")
 
     # Sections of the other trainer, accepted (and ignored) in a shared YAML file.
     ignored_sections: typing.ClassVar[tuple[str, ...]] = ()
