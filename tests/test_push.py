@@ -55,11 +55,15 @@ def _ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def trained(hub: HubStandIn, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One expert-iteration run (demonstrations kept, evaluated) pushed by the trainer."""
+    """One small QLoRA (8-bit) expert-iteration run (a demonstration kept, evaluated),
+    pushed by the trainer."""
     out = tmp_path_factory.mktemp("run") / "tiny-rs"
     cmd = [sys.executable, str(REPO / "scripts" / "train_rs.py"), "--config", str(TINY_CPU)]
     cmd += ["--output-dir", str(out), "--iterations", "1", "--logging.progress", "false"]
-    cmd += ["--logging.report_to", "[]", "--push-to-hub", "me/tiny-rs"]
+    cmd += ["--logging.report_to", "[]", "--env.num_envs", "1", "--env.max_steps", "1"]
+    cmd += ["--rollout.max_new_tokens", "8", "--rollout.episodes_per_iteration", "2"]
+    cmd += ["--rs.expert_episodes", "1", "--eval.episodes", "1", "--model.load_in_8bit", "true"]
+    cmd += ["--push-to-hub", "me/tiny-rs"]
     _ok(_run(cmd, hub, tmp_path_factory.mktemp("home")))
     return out
 
@@ -80,7 +84,7 @@ def test_trainer_pushes_adapter_processor_config_and_card(hub: HubStandIn, train
     assert yaml.safe_load(repo.files["config_rs.yaml"])["hub"]["repo_id"] == "me/tiny-rs"
     metadata = hub.card_metadata("me/tiny-rs")
     assert metadata["library_name"] == "peft"
-    assert {"uirl", "rs", "lora"} <= set(metadata["tags"])
+    assert {"uirl", "rs", "lora", "qlora"} <= set(metadata["tags"])
     assert "base_model" not in metadata  # the tiny model is a local folder, not a Hub id
     card = repo.files["README.md"].decode()
     assert "## Evaluation during training (step 1)" in card and "| eval/reward_mean |" in card
@@ -103,7 +107,7 @@ def test_push_cli_merged_with_the_evaluation_table(
     repo = hub.repos["org/tiny-merged"]
     assert repo.private
     assert "adapter_config.json" not in repo.files and "config.json" in repo.files
-    # Merged: the language model's weights are the base's plus B @ A * scale.
+    # Merged into the unquantized base: the base's weights plus B @ A * scale.
     merged = load(repo.files["model.safetensors"])
     base = load((trained / "tiny_model" / "model.safetensors").read_bytes())
     name = next(n for n in merged if n.endswith("layers.0.self_attn.q_proj.weight"))

@@ -118,7 +118,7 @@ def test_evaluate_runs_a_4bit_agent_end_to_end(tmp_path: Path) -> None:
         "--agent",
         "hf:tiny,load_in_4bit=1",
     ]
-    cmd += ["--episodes", "1", "--num-envs", "1", "--max-steps", "2", "--out", str(out)]
+    cmd += ["--episodes", "1", "--num-envs", "1", "--max-steps", "1", "--out", str(out)]
     result = _run(cmd)
     assert "language model in 4bit" in result.stderr
     (agent,) = json.loads((out / "results.json").read_text())["agents"]
@@ -126,17 +126,25 @@ def test_evaluate_runs_a_4bit_agent_end_to_end(tmp_path: Path) -> None:
     assert agent["session_errors"] == 0
 
 
+# One iteration of one group of 2 one-step episodes on one session: quantized CPU
+# matmuls are slow, and the machinery is what is tested.
+SMALL = [
+    "--iterations", "1", "--env.num_envs", "1", "--env.max_steps", "1",
+    "--rollout.max_new_tokens", "8", "--rollout.episodes_per_iteration", "2",
+    "--logging.progress", "false", "--logging.report_to", "[]",
+]  # fmt: skip
+
+
 def _train(script: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, str(REPO / "scripts" / script), "--config", str(TINY_CPU)]
-    cmd += ["--output-dir", str(out), "--logging.progress", "false", "--iterations", "1"]
-    cmd += ["--logging.report_to", "[]", *args]
-    return _run(cmd)
+    return _run([*cmd, "--output-dir", str(out), *SMALL, *args])
 
 
 def test_qlora_expert_iteration_trains_the_adapter_on_a_4bit_base(tmp_path: Path) -> None:
     out = tmp_path / "rs"
-    # Demonstrations kept (threshold 0), evaluated quantized too.
-    result = _train("train_rs.py", out, "--model.load_in_4bit", "true", "--eval.episodes", "2")
+    # A demonstration kept (threshold 0) to train on; evaluated quantized too.
+    args = ["--model.load_in_4bit", "true", "--rs.expert_episodes", "1", "--eval.episodes", "1"]
+    result = _train("train_rs.py", out, *args)
     assert "language model in 4bit" in result.stderr
     adapter = ckpt.latest_checkpoint(out) / ckpt.ADAPTER_DIR
     weights = load_file(adapter / "adapter_model.safetensors")
@@ -148,12 +156,13 @@ def test_qlora_expert_iteration_trains_the_adapter_on_a_4bit_base(tmp_path: Path
     assert "eval/reward_mean" in record
 
 
-def test_qlora_grpo_iteration_on_an_8bit_base(tmp_path: Path) -> None:
+def test_qlora_grpo_iteration_on_a_4bit_base(tmp_path: Path) -> None:
     out = tmp_path / "grpo"
-    result = _train("train_grpo.py", out, "--model.load_in_8bit", "true", "--eval.episodes", "0")
-    assert "language model in 8bit" in result.stderr
+    # kl_beta > 0 (tiny_cpu.yaml): the reference is the quantized base, adapter disabled.
+    result = _train("train_grpo.py", out, "--model.load_in_4bit", "true", "--eval.episodes", "0")
+    assert "language model in 4bit" in result.stderr
     (record,) = [r for r in read_metrics(out) if "train/loss" in r]
-    assert record["train/samples"] > 0 and record["rollout/episodes"] == 4
+    assert record["train/samples"] > 0 and record["rollout/episodes"] == 2
     # The trainer's logprobs match the rollout's on the same quantized weights.
-    assert record["train/logprob_mismatch_max"] < 1e-4
+    assert record["train/logprob_mismatch_max"] < 1e-3
     assert (ckpt.latest_checkpoint(out) / ckpt.ADAPTER_DIR / "adapter_config.json").exists()
