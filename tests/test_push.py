@@ -25,7 +25,7 @@ from safetensors.torch import load  # noqa: E402
 from uirl_agents.evaluate import AgentResult, write_reports  # noqa: E402
 from uirl_agents.push import RunNotPushableError, read_run  # noqa: E402
 
-pytest_plugins = ["model_fixtures"]
+pytestmark = pytest.mark.slow  # a trainer run and the push commands, each a subprocess
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_CPU = REPO / "scripts" / "configs" / "tiny_cpu.yaml"

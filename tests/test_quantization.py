@@ -110,6 +110,7 @@ def _run(cmd: list[str], timeout_s: float = 300) -> subprocess.CompletedProcess:
     return result
 
 
+@pytest.mark.slow
 def test_evaluate_runs_a_4bit_agent_end_to_end(tmp_path: Path) -> None:
     out = tmp_path / "eval"
     cmd = [
@@ -140,6 +141,7 @@ def _train(script: str, out: Path, *args: str) -> subprocess.CompletedProcess:
     return _run([*cmd, "--output-dir", str(out), *SMALL, *args])
 
 
+@pytest.mark.slow
 def test_qlora_expert_iteration_trains_the_adapter_on_a_4bit_base(tmp_path: Path) -> None:
     out = tmp_path / "rs"
     # A demonstration kept (threshold 0) to train on; evaluated quantized too.
@@ -156,6 +158,7 @@ def test_qlora_expert_iteration_trains_the_adapter_on_a_4bit_base(tmp_path: Path
     assert "eval/reward_mean" in record
 
 
+@pytest.mark.slow
 def test_qlora_grpo_iteration_on_a_4bit_base(tmp_path: Path) -> None:
     out = tmp_path / "grpo"
     # kl_beta > 0 (tiny_cpu.yaml): the reference is the quantized base, adapter disabled.
