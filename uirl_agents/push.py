@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 if TYPE_CHECKING:
-    from uirl_agents.trainers.config import HubConfig
+    from uirl_agents.trainers.config import HubConfig, TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +44,6 @@ CARD_FILE = "README.md"
 # What scripts/evaluate.py writes in its --out folder (uirl_agents.evaluate.write_reports).
 RESULTS_TABLE = "results.md"
 RESULTS_JSON = "results.json"
-TINY_MODEL_DIR = "tiny_model"  # where `model.name: tiny` is built in the run folder
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 _TRAINERS = {"rs": "expert iteration (rejection sampling + SFT)", "grpo": "GRPO"}
 
@@ -79,7 +78,7 @@ class TrainedRun:
         run_dir: the folder.
         trainer: ``rs`` or ``grpo``.
         config_file: the resolved config the trainer wrote.
-        config: its content.
+        config: it, loaded (``RSConfig`` / ``GRPOConfig``).
         checkpoint: the latest checkpoint folder.
         iterations: iterations done at that checkpoint.
         base_model: the checkpoint the run started from (a Hub id or a local folder).
@@ -88,19 +87,21 @@ class TrainedRun:
     run_dir: Path
     trainer: str
     config_file: Path
-    config: dict[str, Any]
+    config: TrainConfig
     checkpoint: Path
     iterations: int
     base_model: str
 
     @property
     def is_lora(self) -> bool:
-        return int(self.config["model"]["lora_rank"]) > 0
+        return self.config.model.lora_rank > 0
 
     @property
     def quantization(self) -> str | None:
-        m = self.config["model"]
-        return "8bit" if m.get("load_in_8bit") else "4bit" if m.get("load_in_4bit") else None
+        from uirl_agents.quantization import quantization_mode
+
+        m = self.config.model
+        return quantization_mode(load_in_8bit=m.load_in_8bit, load_in_4bit=m.load_in_4bit)
 
 
 def read_run(run_dir: str | Path) -> TrainedRun:
@@ -110,7 +111,8 @@ def read_run(run_dir: str | Path) -> TrainedRun:
         RunNotPushableError: no ``config_*.yaml`` or no checkpoint.
     """
     from uirl_agents.trainers import checkpoint as ckpt
-    from uirl_agents.trainers.config import TINY_MODEL
+    from uirl_agents.trainers.cli import load_config
+    from uirl_agents.trainers.config import TINY_MODEL, TINY_MODEL_DIR, GRPOConfig, RSConfig
 
     run_dir = Path(run_dir)
     configs = sorted(run_dir.glob("config_*.yaml"))
@@ -120,11 +122,15 @@ def read_run(run_dir: str | Path) -> TrainedRun:
     if checkpoint is None:
         raise RunNotPushableError(run_dir, f"a checkpoint under {ckpt.CHECKPOINTS_DIR}/")
     config_file = configs[-1]
-    config = yaml.safe_load(config_file.read_text(encoding="utf-8"))
-    name = config["model"]["name"]
+    trainer = config_file.stem.removeprefix("config_")
+    config_classes = {"rs": RSConfig, "grpo": GRPOConfig}
+    if trainer not in config_classes:
+        raise RunNotPushableError(run_dir, f"the config of a {' or '.join(config_classes)} run")
+    config = load_config(config_classes[trainer], config_file)
+    name = config.model.name
     return TrainedRun(
         run_dir=run_dir,
-        trainer=config_file.stem.removeprefix("config_"),
+        trainer=trainer,
         config_file=config_file,
         config=config,
         checkpoint=checkpoint,
@@ -176,13 +182,12 @@ def stage_run(
 
 
 def _save_merged(run: TrainedRun, adapter: Path, out_dir: Path) -> None:
-    """The base (unquantized, in the run's dtype, on CPU) with the adapter merged in."""
-    import torch
+    """The base (unquantized, in the run's dtype, on CPU) with the adapter merged in;
+    ``model.dtype: auto`` is bf16 where a GPU is visible, else float32."""
+    from uirl_agents.models import default_device, load_model
+    from uirl_agents.trainers.common import compute_dtype
 
-    from uirl_agents.models import default_device, default_dtype, load_model
-
-    dtype_name = run.config["model"].get("dtype", "auto")
-    dtype = default_dtype(default_device()) if dtype_name == "auto" else getattr(torch, dtype_name)
+    dtype = compute_dtype(run.config.model, default_device())
     model = load_model(run.base_model, adapter_path=adapter, device="cpu", dtype=dtype)
     model.merge_and_unload().save_pretrained(out_dir)
 
@@ -217,19 +222,8 @@ def model_card(
     training_eval: tuple[int, dict[str, float]] | None = None,
 ) -> str:
     """The repo's ``README.md``: YAML metadata, what was trained and how, evaluation."""
-    m, env = run.config["model"], run.config["env"]
+    m = run.config.model
     adapter_only = run.is_lora and not merged
-    tags = ["uirl", "computer-use", "gui-agent", run.trainer]
-    tags += (["lora"] if run.is_lora else []) + (["qlora"] if run.quantization else [])
-    metadata: dict[str, Any] = {}
-    base = hub_base_model(run)
-    if base is not None:
-        metadata["base_model"] = base
-    metadata |= {
-        "library_name": "peft" if adapter_only else "transformers",
-        "pipeline_tag": "image-text-to-text",
-        "tags": tags,
-    }
     what = (
         "A LoRA adapter"
         if adapter_only
@@ -237,29 +231,25 @@ def model_card(
         if run.is_lora
         else "The fine-tuned weights"
     )
-    tasks = ", ".join(sorted(env.get("tasks") or {"simple_data_entry": 1}))
     rows = [
-        ("trainer", _TRAINERS.get(run.trainer, run.trainer)),
+        ("trainer", _TRAINERS[run.trainer]),
         ("base model", f"`{run.base_model}`"),
-        ("tasks", tasks),
+        ("tasks", ", ".join(sorted(run.config.env.tasks or {"simple_data_entry": 1}))),
         ("iterations", str(run.iterations)),
-        ("action format", f"`{m['format']}`"),
-        (
-            "fine-tuning",
-            f"LoRA rank {m['lora_rank']}, {m['lora_preset']}" if run.is_lora else "full",
-        ),
-        ("base weights", run.quantization or m.get("dtype", "auto")),
-        ("learning rate", str(run.config["optim"]["learning_rate"])),
+        ("action format", f"`{m.format}`"),
+        ("fine-tuning", f"LoRA rank {m.lora_rank}, {m.lora_preset}" if run.is_lora else "full"),
+        ("base weights", run.quantization or m.dtype),
+        ("learning rate", str(run.config.optim.learning_rate)),
     ]
     lines = [
         "---",
-        yaml.safe_dump(metadata, sort_keys=False).strip(),
+        yaml.safe_dump(card_metadata(run, adapter_only=adapter_only), sort_keys=False).strip(),
         "---",
         "",
         f"# {repo_id.rsplit('/', 1)[-1]}",
         "",
         f"{what} of `{run.base_model}`, trained with uirl's "
-        f"{_TRAINERS.get(run.trainer, run.trainer)} to use a computer from screenshots "
+        f"{_TRAINERS[run.trainer]} to use a computer from screenshots "
         "(pixel-level mouse and keyboard actions).",
         "",
         "## Training",
@@ -283,9 +273,24 @@ def model_card(
         lines += ["| metric | value |", "| --- | --- |"]
         lines += [f"| {k} | {v:.4g} |" for k, v in sorted(metrics.items())]
     agent = f"hf:{run.base_model},lora={repo_id}" if adapter_only else f"hf:{repo_id}"
-    usage = f"python scripts/evaluate.py --agent {agent},format={m['format']}"
+    usage = f"python scripts/evaluate.py --agent {agent},format={m.format}"
     lines += ["", "## Use", "", "```bash", usage, "```", ""]
     return "\n".join(lines)
+
+
+def card_metadata(run: TrainedRun, *, adapter_only: bool) -> dict[str, Any]:
+    """The card's YAML block: ``base_model`` (a Hub id only), ``library_name``, tags."""
+    metadata: dict[str, Any] = {}
+    base = hub_base_model(run)
+    if base is not None:
+        metadata["base_model"] = base
+    tags = ["uirl", "computer-use", "gui-agent", run.trainer]
+    tags += (["lora"] if run.is_lora else []) + (["qlora"] if run.quantization else [])
+    return metadata | {
+        "library_name": "peft" if adapter_only else "transformers",
+        "pipeline_tag": "image-text-to-text",
+        "tags": tags,
+    }
 
 
 def require_token(repo_id: str) -> None:

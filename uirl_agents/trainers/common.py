@@ -48,6 +48,7 @@ from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import config_to_dict, save_config
 from uirl_agents.trainers.config import (
     TINY_MODEL,
+    TINY_MODEL_DIR,
     EnvConfig,
     ModelConfig,
     TrainConfig,
@@ -84,7 +85,7 @@ def resolve_model_path(cfg: ModelConfig, output_dir: Path, accelerator: Accelera
     """The checkpoint to load; ``tiny`` builds the tiny Qwen2.5-VL (main process, once)."""
     if cfg.name != TINY_MODEL:
         return cfg.name
-    path = output_dir / "tiny_model"
+    path = output_dir / TINY_MODEL_DIR
     if accelerator.is_main_process and not (path / "config.json").exists():
         from uirl_agents.tiny_model import build_tiny_qwen25vl
 

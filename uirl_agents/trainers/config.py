@@ -33,6 +33,7 @@ LoraPreset = Literal["attention", "mlp", "attention+mlp", "all-linear", "custom"
 LORA_LEARNING_RATE = 2e-4
 FULL_FINETUNE_LEARNING_RATE = 1e-5
 TINY_MODEL = "tiny"
+TINY_MODEL_DIR = "tiny_model"  # where `model.name: tiny` is built, in OUTPUT_DIR
 
 
 def param(default: Any = MISSING, *, help: str, factory: Any = MISSING) -> Any:
