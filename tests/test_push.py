@@ -130,3 +130,18 @@ def test_push_without_a_run_or_a_token_fails_with_the_fix(hub: HubStandIn, tmp_p
     # It failed before building a model or starting a session.
     assert not (tmp_path / "run" / "tiny_model").exists()
     assert "me/x" not in hub.repos
+
+
+def test_only_the_main_process_pushes(hub: HubStandIn, tmp_path: Path) -> None:
+    out = tmp_path / "two"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    cmd += [str(REPO / "scripts" / "train_grpo.py"), "--config", str(TINY_CPU)]
+    cmd += ["--output-dir", str(out), "--iterations", "1", "--logging.progress", "false"]
+    cmd += ["--logging.report_to", "[]", "--env.num_envs", "1", "--env.max_steps", "1"]
+    cmd += ["--rollout.max_new_tokens", "4", "--rollout.episodes_per_iteration", "4"]
+    cmd += ["--eval.episodes", "0", "--push-to-hub", "me/two-processes"]
+    _ok(_run(cmd, hub, tmp_path / "home"))
+    assert (out / "trajectories" / "iter_000000" / "rank_1").is_dir()  # two did train
+    repo = hub.repos["me/two-processes"]
+    assert repo.commits == ["uirl grpo: iter_000001 of two"]  # one commit, from rank 0
+    assert "config_grpo.yaml" in repo.files

@@ -169,3 +169,17 @@ def test_qlora_grpo_iteration_on_a_4bit_base(tmp_path: Path) -> None:
     # The trainer's logprobs match the rollout's on the same quantized weights.
     assert record["train/logprob_mismatch_max"] < 1e-3
     assert (ckpt.latest_checkpoint(out) / ckpt.ADAPTER_DIR / "adapter_config.json").exists()
+
+
+@pytest.mark.slow
+def test_fsdp_launch_with_a_quantized_base_fails_before_building_anything(
+    tmp_path: Path,
+) -> None:
+    # What `accelerate launch --config_file scripts/configs/accelerate/fsdp.yaml` sets.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ACCELERATE_USE_FSDP": "true"}
+    cmd = [sys.executable, str(REPO / "scripts" / "train_rs.py"), "--config", str(TINY_CPU)]
+    cmd += ["--output-dir", str(tmp_path / "run"), "--model.load_in_4bit", "true"]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert "model.load_in_4bit with model.fsdp (or the FSDP accelerate config)" in result.stderr
+    assert not (tmp_path / "run" / "tiny_model").exists()  # no model, no session
