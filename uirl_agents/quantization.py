@@ -7,7 +7,8 @@ vision encoder, the projector and the output head keep the compute dtype, the sa
 split as the LoRA presets (:mod:`uirl_agents.trainers.lora`), so that a QLoRA adapter
 trains on top of exactly the layers that were quantized.
 
-bitsandbytes runs on CUDA and, since 0.45, on CPU (slowly: tests and smoke runs).
+bitsandbytes (0.50, what the extra asks for) runs on CUDA and on CPU (slowly: tests and
+smoke runs).
 
 >>> quantization_mode(load_in_8bit=False, load_in_4bit=True)
 '4bit'
@@ -18,13 +19,10 @@ True
 from __future__ import annotations
 
 import importlib.util
-import logging
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # the configs import this module without the ML stack
     import torch
-
-logger = logging.getLogger(__name__)
 
 Quantization = Literal["8bit", "4bit"]
 QUANTIZATIONS: tuple[Quantization, ...] = ("8bit", "4bit")
