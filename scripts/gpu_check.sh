@@ -11,6 +11,9 @@
 #    so): GRPO iterations, then the largest weight difference between the processes
 #    after the model is built and after training (must be 0).
 # 3. With two GPUs: the same under the shipped FSDP config (NCCL), full fine-tuning.
+# 4. With bitsandbytes (the quant extra): 8-bit and 4-bit loading on the GPU
+#    (scripts/check_quant.py: only the language model quantized, logits close to full
+#    precision, generation), then one QLoRA iteration of each trainer on a 4-bit base.
 # The tiny random model is built on the fly: nothing is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,4 +52,15 @@ if [ "$GPUS" -ge 2 ]; then
     --num_processes 2 scripts/check_ranks.py --trainer grpo --output-dir "$OUT/fsdp" \
     "${COMMON[@]}" --rollout.episodes_per_iteration 8 --model.lora_rank 0 --optim.learning_rate 1e-5
 fi
-echo "reports: $OUT/one/rank_check.json $OUT/two/rank_check.json (and $OUT/fsdp with 2 GPUs)"
+echo "== 8-bit and 4-bit weights (bitsandbytes), QLoRA =="
+if "$PYTHON" -c "import bitsandbytes" 2>/dev/null; then
+  "$PYTHON" scripts/check_quant.py --out "$OUT/quant"
+  for TRAINER in rs grpo; do
+    "$PYTHON" "scripts/train_$TRAINER.py" --output-dir "$OUT/qlora_$TRAINER" "${COMMON[@]}" \
+      --iterations 1 --rollout.episodes_per_iteration 8 --model.load_in_4bit true
+  done
+else
+  echo "bitsandbytes is not installed (pip install -e '.[quant]'): quantization not checked"
+fi
+echo "reports: $OUT/one/rank_check.json $OUT/two/rank_check.json (and $OUT/fsdp with 2 GPUs)," \
+  "$OUT/quant/quant_check.json"

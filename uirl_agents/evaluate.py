@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from uirl_agents.policies.base import Policy
+from uirl_agents.quantization import quantization_mode
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trajectories import EPISODES_FILE, Episode, TrajectoryWriter, iter_episodes
 from uirl_agents.view import write_index, write_viewer
@@ -38,8 +39,11 @@ SUMMARY_FILE = "summary.json"
 EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 
 AGENT_SYNTAX = (
-    "random | expert | hf:PATH[,lora=PATH][,format=NAME] | openai:MODEL@URL[,format=NAME]"
+    "random | expert | hf:PATH[,lora=PATH][,format=NAME][,load_in_8bit=1|load_in_4bit=1] "
+    "| openai:MODEL@URL[,format=NAME]"
 )
+# Options of `--agent hf:...` that load the language model quantized (bitsandbytes).
+_QUANT_OPTIONS = ("load_in_8bit", "load_in_4bit")
 
 
 class AgentSpecError(ValueError):
@@ -65,6 +69,8 @@ class AgentSpec:
         format: the model format (``ui-tars`` or ``qwen2.5-vl``); None: picked from the
             model (hf: its config; openai: its name, else ``ui-tars``).
         max_tokens: the longest completion (model agents).
+        quantization: ``"8bit"`` / ``"4bit"``: the model's language weights loaded
+            quantized (hf; bitsandbytes); None: in full precision.
         label: the name in reports.
     """
 
@@ -74,6 +80,7 @@ class AgentSpec:
     lora: str | None = None
     format: str | None = None
     max_tokens: int = 256
+    quantization: str | None = None
     label: str = ""
 
 
@@ -89,16 +96,30 @@ def parse_agent(text: str) -> AgentSpec:
     if not sep or kind not in ("hf", "openai") or not rest:
         raise AgentSpecError(f"--agent {text!r}: expected {AGENT_SYNTAX}")
     target, *extras = rest.split(",")
-    options = {}
+    options: dict[str, Any] = {}
+    quant_flags = dict.fromkeys(_QUANT_OPTIONS, False)
     for extra in extras:
         key, eq, value = extra.partition("=")
-        if not eq or key not in ("lora", "format", "max_tokens"):
+        if not eq or key not in ("lora", "format", "max_tokens", *_QUANT_OPTIONS):
             raise AgentSpecError(
-                f"--agent {text!r}: unknown option {extra!r}; expected lora=, format=, max_tokens="
+                f"--agent {text!r}: unknown option {extra!r}; expected lora=, format=, "
+                "max_tokens=, load_in_8bit=1, load_in_4bit=1"
             )
         if key == "max_tokens" and not (value.isdigit() and int(value) > 0):
             raise AgentSpecError(f"--agent {text!r}: max_tokens must be a positive integer")
+        if key in _QUANT_OPTIONS:
+            if kind != "hf" or value not in ("0", "1"):
+                raise AgentSpecError(
+                    f"--agent {text!r}: {key} takes 0 or 1 and goes with hf: agents "
+                    "(a served model is quantized by its server)"
+                )
+            quant_flags[key] = value == "1"
+            continue
         options[key] = int(value) if key == "max_tokens" else value
+    try:
+        options["quantization"] = quantization_mode(**quant_flags)
+    except ValueError as exc:
+        raise AgentSpecError(f"--agent {text!r}: {exc}") from None
     url = ""
     if kind == "openai":
         target, at, url = target.partition("@")
@@ -109,6 +130,8 @@ def parse_agent(text: str) -> AgentSpec:
     label = f"{kind}:{Path(target).name or target}" + (
         f"+{Path(options['lora']).name}" if "lora" in options else ""
     )
+    if options["quantization"]:  # a quantized model is another agent in the reports
+        label += f"@{options['quantization']}"
     return AgentSpec(kind=kind, target=target, url=url, label=label, **options)
 
 
@@ -162,7 +185,9 @@ def build_policy(
         # beside the sessions' Chromium made a step 10-20x slower on a busy 2-core box.
         torch.set_num_threads(1)
     config = HFPolicyConfig(max_new_tokens=spec.max_tokens)
-    policy = HFPolicy.from_pretrained(path, spec.format, config, adapter_path=spec.lora)
+    policy = HFPolicy.from_pretrained(
+        path, spec.format, config, adapter_path=spec.lora, quantization=spec.quantization
+    )
     policy.name = spec.label
     return policy, policy.format.name
 

@@ -40,6 +40,7 @@ from transformers.processing_utils import ProcessorMixin
 from transformers.utils import cached_file
 
 from uirl_agents.formats import infer_format
+from uirl_agents.quantization import Quantization, bnb_config, use_plain_cpu_layout
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,9 @@ def image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixin
         "__doc__": doc,
         "apply_chat_template": ProcessorMixin.apply_chat_template,
     }
-    return type(f"{cls.__name__}ImageOnly", (cls,), namespace)
+    # The parent's own name: a saved processor (processor_config.json's processor_class,
+    # e.g. in a Hub upload) then loads with AutoProcessor anywhere.
+    return type(cls.__name__, (cls,), namespace)
 
 
 def _resolve_chat_template(name_or_path: str, tokenizer: Any) -> str | None:
@@ -207,6 +210,7 @@ def load_model(
     dtype: torch.dtype | None = None,
     attn_implementation: str | None = None,
     trust_remote_code: bool = False,
+    quantization: Quantization | None = None,
 ) -> PreTrainedModel:
     """Load an ``AutoModelForImageTextToText`` checkpoint, optionally with a LoRA adapter.
 
@@ -218,26 +222,41 @@ def load_model(
         dtype: default: bf16 on GPU, fp32 on CPU.
         attn_implementation: e.g. "sdpa", "flash_attention_2"; default: transformers'.
         trust_remote_code: passed to transformers.
+        quantization: ``"8bit"`` / ``"4bit"``: the language model's weights through
+            bitsandbytes (:mod:`uirl_agents.quantization`); None: all in ``dtype``.
 
     Returns:
         The model in eval mode on ``device`` (a ``PeftModel`` when ``adapter_path`` is set).
+
+    Raises:
+        QuantizationUnavailableError: ``quantization`` without bitsandbytes installed.
     """
     device = torch.device(device) if device is not None else default_device()
     dtype = dtype or default_dtype(device)
     kwargs: dict[str, Any] = {"dtype": dtype, "trust_remote_code": trust_remote_code}
     if attn_implementation is not None:
         kwargs["attn_implementation"] = attn_implementation
-    model = AutoModelForImageTextToText.from_pretrained(str(name_or_path), **kwargs).to(device)
+    if quantization is not None:
+        # bitsandbytes places the weights as it quantizes them; `.to` would refuse.
+        kwargs |= {
+            "quantization_config": bnb_config(quantization, dtype),
+            "device_map": {"": device},
+        }
+        model = AutoModelForImageTextToText.from_pretrained(str(name_or_path), **kwargs)
+        use_plain_cpu_layout(model, training=False)
+    else:
+        model = AutoModelForImageTextToText.from_pretrained(str(name_or_path), **kwargs).to(device)
     if adapter_path is not None:
         from peft import PeftModel  # only adapter users need peft
 
         model = PeftModel.from_pretrained(model, str(adapter_path), is_trainable=adapter_trainable)
     logger.info(
-        "loaded %s%s on %s (%s, %.1fM params)",
+        "loaded %s%s on %s (%s%s, %.1fM params)",
         name_or_path,
         f" + adapter {adapter_path}" if adapter_path else "",
         device,
         dtype,
+        f", language model in {quantization}" if quantization else "",
         sum(p.numel() for p in model.parameters()) / 1e6,
     )
     return model.eval()

@@ -218,12 +218,20 @@ def _argparse_text(text: str) -> str:
 
 
 def build_arg_parser(cls: type, description: str) -> argparse.ArgumentParser:
-    """``--config``, ``--output-dir`` and one ``--section.field`` option per config field."""
+    """``--config``, ``--output-dir``, ``--push-to-hub`` and one ``--section.field`` option
+    per config field."""
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
     )
     parser.add_argument("--config", type=Path, default=None, help="YAML config file.")
     parser.add_argument("--output-dir", type=Path, required=True, help="Run folder (resumed).")
+    parser.add_argument(
+        "--push-to-hub",
+        dest="override:hub.repo_id",
+        metavar="REPO",
+        default=argparse.SUPPRESS,
+        help="When the run ends, push its result to this Hub repo (same as --hub.repo_id).",
+    )
     group = parser.add_argument_group("config fields (override the YAML; values read as YAML)")
     for name, tp, default, help_text in iter_fields(cls):
         group.add_argument(

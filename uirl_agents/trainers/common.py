@@ -40,11 +40,20 @@ from uirl_agents.formats import FormatConfig, ModelFormat, get_format
 from uirl_agents.models import default_dtype, load_model, load_processor
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
+from uirl_agents.push import require_token
+from uirl_agents.quantization import quantization_mode, use_plain_cpu_layout
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import config_to_dict, save_config
-from uirl_agents.trainers.config import TINY_MODEL, EnvConfig, ModelConfig, TrainConfig
+from uirl_agents.trainers.config import (
+    TINY_MODEL,
+    TINY_MODEL_DIR,
+    EnvConfig,
+    ModelConfig,
+    TrainConfig,
+    check_quantization,
+)
 from uirl_agents.trainers.lora import lora_target_modules
 from uirl_agents.trainers.metrics import (
     MetricsLogger,
@@ -77,7 +86,7 @@ def resolve_model_path(cfg: ModelConfig, output_dir: Path, accelerator: Accelera
     """The checkpoint to load; ``tiny`` builds the tiny Qwen2.5-VL (main process, once)."""
     if cfg.name != TINY_MODEL:
         return cfg.name
-    path = output_dir / "tiny_model"
+    path = output_dir / TINY_MODEL_DIR
     if accelerator.is_main_process and not (path / "config.json").exists():
         from uirl_agents.tiny_model import build_tiny_qwen25vl
 
@@ -109,9 +118,10 @@ def build_model(
             (:func:`reference_policy`); default: ``cfg.adapter_path``, the starting policy.
 
     Returns:
-        A ``PeftModel`` with a trainable adapter (``lora_rank > 0``), else the model with
-        every weight trainable (float32 master weights: mixed precision, and the vision
-        tower frozen with ``freeze_vision_tower``); in eval mode.
+        A ``PeftModel`` with a trainable adapter (``lora_rank > 0``; on an 8/4-bit base
+        with ``load_in_8bit`` / ``load_in_4bit``: QLoRA), else the model with every weight
+        trainable (float32 master weights: mixed precision, and the vision tower frozen
+        with ``freeze_vision_tower``); in eval mode.
     """
     dtype = compute_dtype(cfg, device)
     kwargs = {"device": device, "attn_implementation": cfg.attn_implementation}
@@ -129,7 +139,15 @@ def build_model(
     else:
         import peft
 
-        model = load_model(model_path, dtype=dtype, **kwargs)
+        quantization = quantization_mode(
+            load_in_8bit=cfg.load_in_8bit, load_in_4bit=cfg.load_in_4bit
+        )
+        model = load_model(model_path, dtype=dtype, quantization=quantization, **kwargs)
+        if quantization is not None:
+            # peft's QLoRA recipe: the quantized base frozen, the layers kept in float
+            # (norms, embeddings, head) upcast to float32 for stable adapter gradients.
+            model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+            use_plain_cpu_layout(model, training=True)
         adapter = checkpoint / ckpt.ADAPTER_DIR if checkpoint is not None else cfg.adapter_path
         reference_adapter = reference_adapter or cfg.adapter_path
         if adapter is not None:
@@ -294,8 +312,11 @@ class TrainingRun:
             )
         self.start_iteration = int(self.state.get("iteration", 0))
         check_backends(config.logging.report_to)  # before any model or session
+        if config.hub.repo_id is not None and self.is_main:
+            require_token(config.hub.repo_id)
         if sharding.launched_with_fsdp():  # the resolved config says what runs
             config.model.fsdp = True
+            check_quantization(config.model)
         if self.is_main:
             save_config(config, self.output_dir / f"config_{trainer}.yaml")
             logger.info("%s config (resolved):\n%s", trainer, _pretty(config_to_dict(config)))

@@ -3,7 +3,7 @@
 One dataclass per trainer (:class:`RSConfig`, :class:`GRPOConfig`), both composed of
 the shared sections (:class:`ModelConfig`, :class:`EnvConfig`, :class:`RolloutConfig`,
 :class:`OptimConfig`, :class:`LoggingConfig`, :class:`CheckpointConfig`,
-:class:`EvalConfig`) plus one section of their own (``rs`` / ``grpo``). A YAML file may
+:class:`EvalConfig`, :class:`HubConfig`) plus one section of their own (``rs`` / ``grpo``). A YAML file may
 hold both trainers' sections: each trainer ignores the other one's.
 
 The help text lives once, in each field's ``metadata["help"]``; the command line
@@ -23,6 +23,8 @@ from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from uirl_agents.quantization import quantization_mode
+
 logger = logging.getLogger(__name__)
 
 # LoRA on the language model's linear layers only. A plain list of names (q_proj, ...,
@@ -32,6 +34,7 @@ LoraPreset = Literal["attention", "mlp", "attention+mlp", "all-linear", "custom"
 LORA_LEARNING_RATE = 2e-4
 FULL_FINETUNE_LEARNING_RATE = 1e-5
 TINY_MODEL = "tiny"
+TINY_MODEL_DIR = "tiny_model"  # where `model.name: tiny` is built, in OUTPUT_DIR
 
 
 def param(default: Any = MISSING, *, help: str, factory: Any = MISSING) -> Any:
@@ -89,6 +92,16 @@ class ModelConfig:
         help="Compute dtype; auto: bfloat16 on GPU, float32 on CPU. With LoRA the frozen base "
         "weights are stored in it (the adapter stays float32); full fine-tuning keeps float32 "
         "master weights and runs forward passes under autocast to it (mixed precision).",
+    )
+    load_in_8bit: bool = param(
+        False,
+        help="Load the language model's weights in 8 bits (bitsandbytes LLM.int8, the quant "
+        "extra) for rollouts, evaluation and LoRA training on top; needs lora_rank > 0.",
+    )
+    load_in_4bit: bool = param(
+        False,
+        help="Load the language model's weights in 4 bits (NF4, double quantization; "
+        "bitsandbytes, the quant extra): QLoRA. Needs lora_rank > 0, not with fsdp.",
     )
     freeze_vision_tower: bool = param(
         True,
@@ -247,6 +260,29 @@ class EvalConfig:
     temperature: float = param(0.0, help="Sampling temperature; 0: greedy decoding.")
 
 
+@dataclass
+class HubConfig:
+    """Sharing the result on the Hugging Face Hub when the run ends (uirl_agents.push)."""
+
+    repo_id: str | None = param(
+        None,
+        help="Push the final adapter (or weights), the processor, this config and a model "
+        "card to this Hub repo (user/name) when the run ends; None: no push. The command "
+        "line's --push-to-hub REPO sets it. Token: HF_TOKEN or `hf auth login`.",
+    )
+    merged: bool = param(
+        False,
+        help="Push the base model with the adapter merged in (full weights, in the run's "
+        "dtype, merged into an unquantized base), not the adapter alone.",
+    )
+    private: bool = param(False, help="Create the repo private (an existing repo is kept as is).")
+    results_dir: str | None = param(
+        None,
+        help="An evaluate.py --out folder whose results table goes in the model card; "
+        "None: OUTPUT_DIR's results.md when there is one.",
+    )
+
+
 # ---- trainer sections -------------------------------------------------------------------
 
 
@@ -363,6 +399,7 @@ class TrainConfig:
     logging: LoggingConfig = param(factory=LoggingConfig, help="Metrics.")
     checkpoint: CheckpointConfig = param(factory=CheckpointConfig, help="Checkpoints.")
     eval: EvalConfig = param(factory=EvalConfig, help="Evaluation.")
+    hub: HubConfig = param(factory=HubConfig, help="Sharing on the Hub.")
 
     # Sections of the other trainer, accepted (and ignored) in a shared YAML file.
     ignored_sections: typing.ClassVar[tuple[str, ...]] = ()
@@ -380,6 +417,7 @@ class TrainConfig:
         _check(self.iterations >= 1, "iterations", ">= 1", self.iterations)
         _check(m.lora_rank >= 0, "model.lora_rank", ">= 0 (0: full fine-tuning)", m.lora_rank)
         _check(0 <= m.lora_dropout < 1, "model.lora_dropout", "in [0, 1)", m.lora_dropout)
+        check_quantization(m)
         if m.adapter_path is not None and m.lora_rank == 0:
             raise ValueError(
                 "model.adapter_path is set but model.lora_rank is 0 (full fine-tuning): "
@@ -530,6 +568,32 @@ class GRPOConfig(TrainConfig):
                 "algorithm: ppo does not run sharded yet (its value head sits outside FSDP): "
                 "set model.fsdp: false, or algorithm: grpo"
             )
+
+
+def check_quantization(m: ModelConfig) -> None:
+    """Quantized weights go with LoRA on one process's whole model (called again when an
+    FSDP launch sets ``model.fsdp``).
+
+    Raises:
+        ValueError: both 8 and 4 bits, quantized full fine-tuning, or FSDP + quantized.
+    """
+    mode = quantization_mode(
+        load_in_8bit=m.load_in_8bit, load_in_4bit=m.load_in_4bit, prefix="model."
+    )
+    if mode is None:
+        return
+    flag = f"model.load_in_{mode}"
+    if m.lora_rank == 0:
+        raise ValueError(
+            f"{flag} with model.lora_rank 0 (full fine-tuning): quantized weights cannot be "
+            f"trained; set model.lora_rank > 0 (QLoRA: LoRA on the quantized base) or unset {flag}"
+        )
+    if m.fsdp:
+        raise ValueError(
+            f"{flag} with model.fsdp (or the FSDP accelerate config): FSDP shards float "
+            f"weights, not bitsandbytes ones; launch without FSDP (LoRA on a quantized "
+            f"base fits one GPU per process) or unset {flag}"
+        )
 
 
 def _check(ok: bool, name: str, expected: str, got: Any) -> None:

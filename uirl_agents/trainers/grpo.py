@@ -46,6 +46,7 @@ from accelerate.utils import gather_object
 from torch.nn.utils.rnn import pad_sequence
 
 from uirl_agents.policies.hf import completion_logprobs
+from uirl_agents.push import push_result
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.common import TrainingRun, reference_policy
@@ -263,6 +264,7 @@ def train_grpo(config: GRPOConfig, output_dir: str | Path) -> None:
     """
     with TrainingRun(config, output_dir, config.algorithm) as run:
         grpo_iterations(run)
+    push_result(config.hub, output_dir)  # sessions stopped; main process only
 
 
 REPLAY_CHECKPOINT = "replay"

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from uirl_agents.policies.context import EpisodeContexts
 from uirl_agents.policies.expert import ExpertPolicy
+from uirl_agents.push import push_result
 from uirl_agents.rollout import EpisodeSpec
 from uirl_agents.trainers.common import (
     DEMO_STREAM,
@@ -112,6 +113,7 @@ def train_rs(config: RSConfig, output_dir: str | Path) -> None:
     """
     with TrainingRun(config, output_dir, "rs") as run:
         rs_iterations(run)
+    push_result(config.hub, output_dir)  # sessions stopped; main process only
 
 
 def rs_iterations(run: TrainingRun) -> None:
