@@ -145,3 +145,18 @@ def test_only_the_main_process_pushes(hub: HubStandIn, tmp_path: Path) -> None:
     repo = hub.repos["me/two-processes"]
     assert repo.commits == ["uirl grpo: iter_000001 of two"]  # one commit, from rank 0
     assert "config_grpo.yaml" in repo.files
+
+
+def test_a_ppo_run_is_read_with_the_grpo_trainers_config(tmp_path: Path) -> None:
+    from uirl_agents.trainers import checkpoint as ckpt
+    from uirl_agents.trainers.cli import save_config
+    from uirl_agents.trainers.config import GRPOConfig
+
+    config = GRPOConfig()
+    config.algorithm = "ppo"
+    save_config(config, tmp_path / "config_ppo.yaml")
+    checkpoint = tmp_path / ckpt.CHECKPOINTS_DIR / "iter_000002"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / ckpt.STATE_FILE).write_text(json.dumps({"iteration": 2}))
+    run = read_run(tmp_path)
+    assert (run.trainer, run.config.algorithm, run.iterations) == ("ppo", "ppo", 2)

@@ -9,7 +9,7 @@ uploads, from the run's latest checkpoint, in one commit:
   unquantized base even when the run trained on an 8/4-bit one); a full fine-tuning
   run uploads its weights;
 - the processor (tokenizer, image processor, chat template);
-- the resolved config (``config_rs.yaml`` / ``config_grpo.yaml``);
+- the resolved config (``config_rs.yaml``, ``config_grpo.yaml`` or ``config_ppo.yaml``);
 - ``README.md``, a model card with Hub metadata (``base_model``, ``library_name``,
   ``tags``) and the evaluation table of ``scripts/evaluate.py`` (``results.md`` in the
   run folder or ``--results DIR``), plus the last evaluation the trainer logged.
@@ -123,7 +123,8 @@ def read_run(run_dir: str | Path) -> TrainedRun:
         raise RunNotPushableError(run_dir, f"a checkpoint under {ckpt.CHECKPOINTS_DIR}/")
     config_file = configs[-1]
     trainer = config_file.stem.removeprefix("config_")
-    config_classes = {"rs": RSConfig, "grpo": GRPOConfig}
+    # A PPO run is the GRPO trainer with algorithm: ppo (its value head stays behind).
+    config_classes = {"rs": RSConfig, "grpo": GRPOConfig, "ppo": GRPOConfig}
     if trainer not in config_classes:
         raise RunNotPushableError(run_dir, f"the config of a {' or '.join(config_classes)} run")
     config = load_config(config_classes[trainer], config_file)
