@@ -123,3 +123,33 @@ class EpisodeScorer(abc.ABC):
     @abc.abstractmethod
     def status(self) -> dict[str, Any]:
         """Keys for every step's info: ``is_success`` and the task's own counts."""
+
+
+class RecordScoreScorer(EpisodeScorer):
+    """A scorer whose sparse reward is the change of a score of the record since the
+    last call, so undoing a mistake refunds its charge and the episode's return is the
+    final record's score less the first one's.
+
+    A task gives :meth:`read` (take what the score needs from ``/progress``) and
+    :meth:`score`; this class keeps the last score.
+    """
+
+    def __init__(self, progress: Mapping[str, Any], rewards: Any) -> None:
+        self.rewards = rewards
+        self.read(progress)
+        self._score = self.score()
+
+    @abc.abstractmethod
+    def read(self, progress: Mapping[str, Any]) -> None:
+        """Take the counts the score needs from ``progress`` (the record)."""
+
+    @abc.abstractmethod
+    def score(self) -> float:
+        """The score of the record last read."""
+
+    def reward(self, progress: Mapping[str, Any]) -> float:
+        """The change of the record's score since the last call."""
+        self.read(progress)
+        score = self.score()
+        reward, self._score = score - self._score, score
+        return reward

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from uirl_gym.tasks.base import EpisodeScorer
+from uirl_gym.tasks.base import RecordScoreScorer
 from uirl_gym.tasks.calendar_booking.data import Booking, field_matches, monday, parse_options
 
 
@@ -44,22 +44,20 @@ class RewardConfig:
     dense_week: float = 0.05
 
 
-class CalendarBookingScorer(EpisodeScorer):
+class CalendarBookingScorer(RecordScoreScorer):
     """One episode's score: the best created event's right fields and the extra events."""
 
     def __init__(self, progress: Mapping[str, Any], rewards: RewardConfig) -> None:
-        self.rewards = rewards
         self.fields: list[str] = list(progress["fields"])
         self.num_matched = 0
         self.num_extra = 0
-        self._update(progress)
-        self._score = self._current_score()
+        super().__init__(progress, rewards)
 
-    def _update(self, progress: Mapping[str, Any]) -> None:
+    def read(self, progress: Mapping[str, Any]) -> None:
         self.num_matched = sum(progress["matched"])
         self.num_extra = progress["num_extra"]
 
-    def _current_score(self) -> float:
+    def score(self) -> float:
         return (
             self.rewards.correct_field * self.num_matched
             - self.rewards.extra_event * self.num_extra
@@ -67,13 +65,6 @@ class CalendarBookingScorer(EpisodeScorer):
 
     def reset_info(self) -> dict[str, Any]:
         return {"fields": list(self.fields)}
-
-    def reward(self, progress: Mapping[str, Any]) -> float:
-        """The change of the record's score since the last call."""
-        self._update(progress)
-        score = self._current_score()
-        reward, self._score = score - self._score, score
-        return reward
 
     def potential(self, oracle: Mapping[str, Any]) -> float:
         """Right fields of the open dialog, attendees' calendars shown, the asked week."""

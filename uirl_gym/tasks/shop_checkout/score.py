@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from uirl_gym.tasks.base import EpisodeScorer
+from uirl_gym.tasks.base import RecordScoreScorer
 from uirl_gym.tasks.shop_checkout.data import ShopGoal, evaluate_order, parse_options
 
 
@@ -44,24 +44,22 @@ class RewardConfig:
     dense_field: float = 0.02
 
 
-class ShopCheckoutScorer(EpisodeScorer):
+class ShopCheckoutScorer(RecordScoreScorer):
     """One episode's score: the first placed order's right lines, fields and strays."""
 
     def __init__(self, progress: Mapping[str, Any], rewards: RewardConfig) -> None:
-        self.rewards = rewards
         self.num_lines: int = progress["num_lines"]
         self.num_fields = len(progress["fields_met"])
-        self._update(progress)
-        self._score = self._current_score()
+        super().__init__(progress, rewards)
 
-    def _update(self, progress: Mapping[str, Any]) -> None:
+    def read(self, progress: Mapping[str, Any]) -> None:
         self.placed = progress["num_orders"] > 0
         self.lines_met = sum(progress["lines_met"])
         self.fields_met = sum(progress["fields_met"].values())
         self.num_stray = len(progress["stray_lines"])
         self.num_refused = progress["num_refused"]
 
-    def _current_score(self) -> float:
+    def score(self) -> float:
         r = self.rewards
         return (
             r.correct_line * self.lines_met
@@ -71,13 +69,6 @@ class ShopCheckoutScorer(EpisodeScorer):
 
     def reset_info(self) -> dict[str, Any]:
         return {"num_lines": self.num_lines}
-
-    def reward(self, progress: Mapping[str, Any]) -> float:
-        """The change of the record's score since the last call."""
-        self._update(progress)
-        score = self._current_score()
-        reward, self._score = score - self._score, score
-        return reward
 
     def potential(self, oracle: Mapping[str, Any]) -> float:
         """The placed order if there is one, else the page's cart and checkout form."""

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from uirl_gym.tasks.base import EpisodeScorer
+from uirl_gym.tasks.base import RecordScoreScorer
 from uirl_gym.tasks.spreadsheet_edit.data import (
     TOTAL,
     SheetGoal,
@@ -49,34 +49,24 @@ class RewardConfig:
     dense_pending: float = 0.05
 
 
-class SpreadsheetEditScorer(EpisodeScorer):
+class SpreadsheetEditScorer(RecordScoreScorer):
     """One episode's score: the goals the recorded sheet meets and its stray changes."""
 
     def __init__(self, progress: Mapping[str, Any], rewards: RewardConfig) -> None:
-        self.rewards = rewards
         self.goals: list[str] = list(progress["goals"])
         self.num_met = 0
         self.num_stray = 0
-        self._score = 0.0
-        self._update(progress)
-        self._score = self._current_score()
+        super().__init__(progress, rewards)
 
-    def _update(self, progress: Mapping[str, Any]) -> None:
+    def read(self, progress: Mapping[str, Any]) -> None:
         self.num_met = sum(progress["met"])
         self.num_stray = progress["num_stray"]
 
-    def _current_score(self) -> float:
+    def score(self) -> float:
         return self.rewards.correct_goal * self.num_met - self.rewards.stray_change * self.num_stray
 
     def reset_info(self) -> dict[str, Any]:
         return {"goals": list(self.goals)}
-
-    def reward(self, progress: Mapping[str, Any]) -> float:
-        """The change of the record's score since the last call."""
-        self._update(progress)
-        score = self._current_score()
-        reward, self._score = score - self._score, score
-        return reward
 
     def potential(self, oracle: Mapping[str, Any]) -> float:
         """Goals the page's sheet meets, given values of inserted rows, pending edits."""
