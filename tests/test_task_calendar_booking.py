@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
+from task_play import check_task_env, play
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
@@ -205,30 +204,8 @@ def env(cb_runtime: LocalRuntime) -> Iterator[gym.Env]:
         e.close()
 
 
-def play(
-    env: gym.Env, expert: CalendarBookingExpert, max_steps: int = 60
-) -> tuple[float, dict, list[Action]]:
-    expert.reset()
-    total, actions = 0.0, []
-    while True:
-        oracle = env.unwrapped.oracle() if expert.needs_oracle else None
-        action = expert.next_action(oracle)
-        _obs, reward, terminated, truncated, info = env.step(action)
-        assert "invalid_action" not in info, info
-        total += reward
-        actions.append(action)
-        if terminated or truncated or len(actions) >= max_steps:
-            return total, info, actions
-
-
 def test_check_env(cb_runtime: LocalRuntime) -> None:
-    e = gym.make(ENV_ID, runtime=cb_runtime)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            check_env(e.unwrapped, skip_render_check=False)
-    finally:
-        e.close()
+    check_task_env(ENV_ID, cb_runtime)
 
 
 def test_env_refuses_bad_options_before_the_session(env: gym.Env) -> None:

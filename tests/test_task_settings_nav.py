@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import random
 import re
-import warnings
 from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
+from task_play import check_task_env, play
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
@@ -43,18 +42,6 @@ def env(sn_runtime: LocalRuntime) -> Iterator[gym.Env]:
         yield e
     finally:
         e.close()
-
-
-def play(env: gym.Env, expert: SettingsNavExpert, max_steps: int = 60) -> tuple[float, dict, int]:
-    total, steps = 0.0, 0
-    while True:
-        action = expert.next_action(env.unwrapped.oracle())
-        _obs, reward, terminated, truncated, info = env.step(action)
-        assert "invalid_action" not in info, info
-        total += reward
-        steps += 1
-        if terminated or truncated or steps >= max_steps:
-            return total, info, steps
 
 
 # -- without a browser ----------------------------------------------------------------
@@ -156,13 +143,7 @@ def test_options_errors_are_clear(options: dict, message: str) -> None:
 
 
 def test_check_env(sn_runtime: LocalRuntime) -> None:
-    e = gym.make(ENV_ID, runtime=sn_runtime)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            check_env(e.unwrapped, skip_render_check=False)
-    finally:
-        e.close()
+    check_task_env(ENV_ID, sn_runtime)
 
 
 def test_env_refuses_bad_options_before_the_session(env: gym.Env) -> None:
@@ -177,7 +158,7 @@ def test_expert_solves_test_split(env: gym.Env) -> None:
         _obs, info = env.reset(seed=seed, options={"split": "test", "num_targets": 1})
         (target,) = info["targets"]
         depths.add(env.unwrapped.oracle()["placements"][target]["depth"])
-        total, info, steps = play(env, SettingsNavExpert())
+        total, info, actions = play(env, SettingsNavExpert())
         assert info["is_success"], (seed, info)
         assert total == pytest.approx(1.0 + 0.1), (seed, total)  # paid + dense_saved
     assert depths == {1, 2, 3}
@@ -217,7 +198,7 @@ def test_unsaved_change_is_not_counted_and_a_stray_one_is_charged(env: gym.Env) 
     assert reward == pytest.approx(-0.5)
     assert info["progress"]["changed_non_targets"] == [changed]
     # The expert sets the stray setting back, then finishes the targets: a success.
-    total, info, _steps = play(env, expert)
+    total, info, _actions = play(env, expert)
     assert info["is_success"] and info["progress"]["changed_non_targets"] == []
     assert total == pytest.approx(0.5 + 3 * (1.0 + 0.1))
 
@@ -237,7 +218,7 @@ def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
             if terminated:
                 break
         if not terminated:  # (a random agent that finishes the task is not checked)
-            _total, info, _steps = play(env, SettingsNavExpert())
+            _total, info, _actions = play(env, SettingsNavExpert())
             assert info["is_success"], (seed, info)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
+from task_play import check_task_env, play
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
@@ -221,27 +220,8 @@ def env(shop_runtime: LocalRuntime) -> Iterator[gym.Env]:
         e.close()
 
 
-def play(env: gym.Env, expert: ShopCheckoutExpert, max_steps: int = 60) -> tuple[float, dict, int]:
-    expert.reset()
-    total, steps = 0.0, 0
-    while True:
-        oracle = env.unwrapped.oracle() if expert.needs_oracle else None
-        _obs, reward, terminated, truncated, info = env.step(expert.next_action(oracle))
-        assert "invalid_action" not in info, info
-        total += reward
-        steps += 1
-        if terminated or truncated or steps >= max_steps:
-            return total, info, steps
-
-
 def test_check_env(shop_runtime: LocalRuntime) -> None:
-    e = gym.make(ENV_ID, runtime=shop_runtime)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            check_env(e.unwrapped, skip_render_check=False)
-    finally:
-        e.close()
+    check_task_env(ENV_ID, shop_runtime)
 
 
 def test_env_refuses_bad_options_before_the_session(env: gym.Env) -> None:
@@ -260,8 +240,8 @@ def _expert_episodes(env: gym.Env, seeds: range) -> Counter[str]:
         goal = ShopGoal.from_json(env.unwrapped.oracle()["goal"])
         seen.update(line.description for line in goal.lines)
         seen["junk"] += len(goal.cart)
-        total, info, steps = play(env, ShopCheckoutExpert())
-        assert info["is_success"] and steps < 60, (seed, info, steps)
+        total, info, actions = play(env, ShopCheckoutExpert())
+        assert info["is_success"] and len(actions) < 60, (seed, info, len(actions))
         n = len(goal.lines)
         # Paid lines and fields, plus the dense potential's change (junk removed).
         assert total == pytest.approx(1.1 * n + 6 * 0.27 + 0.1 * len(goal.cart)), (seed, total)
@@ -377,7 +357,7 @@ def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
             if terminated:
                 break
         if not terminated:  # (a random agent that places an order is not checked)
-            _total, info, _steps = play(env, ShopCheckoutExpert())
+            _total, info, _actions = play(env, ShopCheckoutExpert())
             assert info["is_success"], (seed, info)
 
 
@@ -408,5 +388,5 @@ def test_expert_recovers_from_facets_a_stale_search_and_wrong_fields(env: gym.En
     env.step(click(env.unwrapped.oracle()["checkout_button"]))
     env.step(click(env.unwrapped.oracle()["fields"]["full_name"]))
     env.step(Action(ActionType.TYPE, text="Somebody Else"))
-    total, info, steps = play(env, ShopCheckoutExpert())
-    assert info["is_success"] and steps < 40, (info, steps)
+    total, info, actions = play(env, ShopCheckoutExpert())
+    assert info["is_success"] and len(actions) < 40, (info, len(actions))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -11,7 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
+from task_play import check_task_env, play
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
@@ -221,29 +220,8 @@ def env(se_runtime: LocalRuntime) -> Iterator[gym.Env]:
         e.close()
 
 
-def play(
-    env: gym.Env, expert: SpreadsheetEditExpert, max_steps: int = 60
-) -> tuple[float, dict, int]:
-    expert.reset()
-    total, steps = 0.0, 0
-    while True:
-        oracle = env.unwrapped.oracle() if expert.needs_oracle else None
-        _obs, reward, terminated, truncated, info = env.step(expert.next_action(oracle))
-        assert "invalid_action" not in info, info
-        total += reward
-        steps += 1
-        if terminated or truncated or steps >= max_steps:
-            return total, info, steps
-
-
 def test_check_env(se_runtime: LocalRuntime) -> None:
-    e = gym.make(ENV_ID, runtime=se_runtime)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            check_env(e.unwrapped, skip_render_check=False)
-    finally:
-        e.close()
+    check_task_env(ENV_ID, se_runtime)
 
 
 def test_env_refuses_bad_options_before_the_session(env: gym.Env) -> None:
@@ -263,7 +241,7 @@ def _expert_episodes(env: gym.Env, seeds: range) -> Counter[str]:
         seen.update(f"insert {i['side']}" for i in goal["inserts"])
         if goal["sort"]:
             seen[f"sort {'desc' if goal['sort']['descending'] else 'asc'}"] += 1
-        total, info, _steps = play(env, SpreadsheetEditExpert())
+        total, info, _actions = play(env, SpreadsheetEditExpert())
         assert info["is_success"], (seed, info)
         assert total == pytest.approx(3 * (1.0 + 0.1)), (seed, total)  # paid + dense_goal
     return seen
@@ -330,7 +308,7 @@ def test_stray_changes_are_charged_and_the_expert_undoes_them(env: gym.Env) -> N
     # ctrl+z undoes the last change, refunding its charge.
     _obs, reward, *_rest, info = env.step(Action(ActionType.KEYS, keys="ctrl+z"))
     assert reward == pytest.approx(0.5) and info["num_stray"] == 2
-    total, info, _steps = play(env, SpreadsheetEditExpert())
+    total, info, _actions = play(env, SpreadsheetEditExpert())
     assert info["is_success"] and info["progress"]["stray"] == []
     assert total == pytest.approx(2 * 0.5 + 2 * (1.0 + 0.1))
 
@@ -350,5 +328,5 @@ def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
             if terminated:
                 break
         if not terminated:  # (a random agent that finishes the task is not checked)
-            _total, info, _steps = play(env, SpreadsheetEditExpert())
+            _total, info, _actions = play(env, SpreadsheetEditExpert())
             assert info["is_success"], (seed, info)
