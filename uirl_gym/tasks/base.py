@@ -153,3 +153,38 @@ class RecordScoreScorer(EpisodeScorer):
         score = self.score()
         reward, self._score = score - self._score, score
         return reward
+
+
+class GoalsScorer(RecordScoreScorer):
+    """The score of a record that lists goals: ``correct_goal`` per goal met minus
+    ``stray_change`` per change nobody asked for (``/progress`` gives ``goals``, ``met``
+    per goal and ``num_stray``); done when every goal is met, a success when also no
+    stray change is left. A task gives :meth:`potential`.
+    """
+
+    def __init__(self, progress: Mapping[str, Any], rewards: Any) -> None:
+        self.goals: list[str] = list(progress["goals"])
+        self.num_met = 0
+        self.num_stray = 0
+        super().__init__(progress, rewards)
+
+    def read(self, progress: Mapping[str, Any]) -> None:
+        self.num_met = sum(progress["met"])
+        self.num_stray = progress["num_stray"]
+
+    def score(self) -> float:
+        return self.rewards.correct_goal * self.num_met - self.rewards.stray_change * self.num_stray
+
+    def reset_info(self) -> dict[str, Any]:
+        return {"goals": list(self.goals)}
+
+    @property
+    def done(self) -> bool:
+        return self.num_met == len(self.goals)
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "is_success": self.done and self.num_stray == 0,
+            "num_met": self.num_met,
+            "num_stray": self.num_stray,
+        }

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from uirl_gym.tasks.base import RecordScoreScorer
+from uirl_gym.tasks.base import GoalsScorer
 from uirl_gym.tasks.mail_triage.data import Mailbox, evaluate, normalise_text, parse_options
 
 
@@ -41,24 +41,8 @@ class RewardConfig:
     dense_pending: float = 0.05
 
 
-class MailTriageScorer(RecordScoreScorer):
+class MailTriageScorer(GoalsScorer):
     """One episode's score: the goals the record meets and its stray changes."""
-
-    def __init__(self, progress: Mapping[str, Any], rewards: RewardConfig) -> None:
-        self.goals: list[str] = list(progress["goals"])
-        self.num_met = 0
-        self.num_stray = 0
-        super().__init__(progress, rewards)
-
-    def read(self, progress: Mapping[str, Any]) -> None:
-        self.num_met = sum(progress["met"])
-        self.num_stray = progress["num_stray"]
-
-    def score(self) -> float:
-        return self.rewards.correct_goal * self.num_met - self.rewards.stray_change * self.num_stray
-
-    def reset_info(self) -> dict[str, Any]:
-        return {"goals": list(self.goals)}
 
     def potential(self, oracle: Mapping[str, Any]) -> float:
         """Goals the page's mailbox meets, and an unsent reply that holds the asked text."""
@@ -73,17 +57,6 @@ class MailTriageScorer(RecordScoreScorer):
             if g.kind == "reply" and not met
         )
         return self.rewards.dense_goal * sum(ev.met) + self.rewards.dense_pending * pending
-
-    @property
-    def done(self) -> bool:
-        return self.num_met == len(self.goals)
-
-    def status(self) -> dict[str, Any]:
-        return {
-            "is_success": self.done and self.num_stray == 0,
-            "num_met": self.num_met,
-            "num_stray": self.num_stray,
-        }
 
 
 def check_options(options: Mapping[str, Any]) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from uirl_gym.tasks.base import RecordScoreScorer
+from uirl_gym.tasks.base import GoalsScorer
 from uirl_gym.tasks.spreadsheet_edit.data import (
     TOTAL,
     SheetGoal,
@@ -49,24 +49,8 @@ class RewardConfig:
     dense_pending: float = 0.05
 
 
-class SpreadsheetEditScorer(RecordScoreScorer):
+class SpreadsheetEditScorer(GoalsScorer):
     """One episode's score: the goals the recorded sheet meets and its stray changes."""
-
-    def __init__(self, progress: Mapping[str, Any], rewards: RewardConfig) -> None:
-        self.goals: list[str] = list(progress["goals"])
-        self.num_met = 0
-        self.num_stray = 0
-        super().__init__(progress, rewards)
-
-    def read(self, progress: Mapping[str, Any]) -> None:
-        self.num_met = sum(progress["met"])
-        self.num_stray = progress["num_stray"]
-
-    def score(self) -> float:
-        return self.rewards.correct_goal * self.num_met - self.rewards.stray_change * self.num_stray
-
-    def reset_info(self) -> dict[str, Any]:
-        return {"goals": list(self.goals)}
 
     def potential(self, oracle: Mapping[str, Any]) -> float:
         """Goals the page's sheet meets, given values of inserted rows, pending edits."""
@@ -94,17 +78,6 @@ class SpreadsheetEditScorer(RecordScoreScorer):
             + self.rewards.dense_cell * right_cells
             + self.rewards.dense_pending * pending
         )
-
-    @property
-    def done(self) -> bool:
-        return self.num_met == len(self.goals)
-
-    def status(self) -> dict[str, Any]:
-        return {
-            "is_success": self.done and self.num_stray == 0,
-            "num_met": self.num_met,
-            "num_stray": self.num_stray,
-        }
 
 
 def check_options(options: Mapping[str, Any]) -> None:
