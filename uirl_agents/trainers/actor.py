@@ -83,12 +83,14 @@ class Collected(Generic[T]):
         iteration: the iteration index.
         data: what the trainer's collect function returned.
         behaviour_version: the policy version (iterations trained) that sampled it.
+        staleness: the learner's version when it took the data, minus behaviour_version.
         queue_depth: iterations ready when the learner asked for this one (async).
     """
 
     iteration: int
     data: T
     behaviour_version: int
+    staleness: int = 0
     queue_depth: int = 0
 
 
@@ -297,7 +299,7 @@ class AsyncRollouts(Generic[T]):
                 f"before version {self.version}, got iteration {item.iteration} sampled at "
                 f"version {item.behaviour_version}"
             )
-        item.queue_depth = depth
+        item.staleness, item.queue_depth = staleness, depth
         return item
 
     def _next(self, iteration: int) -> Collected[T] | BaseException:
@@ -328,7 +330,7 @@ class AsyncRollouts(Generic[T]):
         collecting, the learner's time not waiting for the actor.
         """
         run = self._run
-        staleness = self.version - collected.behaviour_version
+        staleness = collected.staleness
         now, actor_s = time.monotonic(), self._actor_clock.seconds()
         wall = max(now - self._window[0], 1e-9)
         mine = {

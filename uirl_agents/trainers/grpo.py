@@ -58,6 +58,7 @@ from uirl_agents.trainers.losses import (
     kl_k3,
     pad_sequences,
     token_budget_batches,
+    truncated_importance_weight,
 )
 from uirl_agents.trainers.metrics import Stopwatch, perf_metrics
 from uirl_agents.trainers.replay import SuccessReplay, gathered_successes
@@ -220,7 +221,7 @@ def grpo_loss(
     per_token, clipped = clipped_policy_loss(logprobs, old, advantages, cfg.clip_epsilon)
     if cfg.tis_cap is not None:
         rollout = pad_sequences([s.rollout_logprobs for s in batch]).to(device)
-        per_token = per_token * torch.exp(old - rollout).clamp(max=cfg.tis_cap)
+        per_token = per_token * truncated_importance_weight(old, rollout, cfg.tis_cap)
     stats = {"clip_fraction": float((clipped & mask.bool()).sum())}
     if cfg.kl_beta > 0:
         ref = pad_sequences([s.ref_logprobs for s in batch]).to(device)
