@@ -25,13 +25,17 @@ from test_trainers import (  # noqa: E402
     _assert_no_orphans,
     _check_ranks,
     _command,
+    _grpo_config,
     _run,
+    _tiny_run,
 )
 
+from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers.actor import (  # noqa: E402
     STALENESS_HISTOGRAM,
     ActorFailedError,
+    ActorWeights,
     AsyncRollouts,
 )
 from uirl_agents.trainers.cli import load_config  # noqa: E402
@@ -41,6 +45,7 @@ from uirl_agents.trainers.losses import truncated_importance_weight  # noqa: E40
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
 from uirl_agents.trajectories import load_episodes  # noqa: E402
 
+pytest_plugins = ["model_fixtures"]
 pytestmark = pytest.mark.filterwarnings(
     "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning"
 )
@@ -71,6 +76,29 @@ def test_async_config_turns_the_correction_on_and_refuses_fsdp() -> None:
         load_config(GRPOConfig, TINY_CPU, {"rollout.max_staleness": "0"})
     with pytest.raises(ValueError, match=re.escape("set rollout.mode: sync with model.fsdp")):
         load_config(GRPOConfig, TINY_CPU, {"rollout.mode": "async", "model.fsdp": "true"})
+
+
+def test_the_actor_shares_frozen_weights_and_loads_published_ones(
+    tiny_qwen25vl_dir: Path,
+) -> None:
+    run = _tiny_run(tiny_qwen25vl_dir, _grpo_config())
+    run.policy = HFPolicy(run.model, run.processor, run.format, HFPolicyConfig(temperature=0.8))
+    actor = ActorWeights(run)
+    learner = dict(run.model.named_parameters())
+    copied = dict(actor.policy.model.named_parameters())
+    assert copied.keys() == learner.keys() and actor.policy.processor is not run.processor
+    for name, p in learner.items():  # frozen: the same tensor; trainable: a copy of its own
+        assert (copied[name].data_ptr() == p.data_ptr()) == (not p.requires_grad), name
+    assert actor.bytes == sum(p.numel() * p.element_size() for p in run.trainable)
+    lora_b = next(n for n, p in learner.items() if p.requires_grad and "lora_B" in n)
+    with torch.no_grad():
+        learner[lora_b].add_(1.0)  # an update
+    assert not torch.equal(copied[lora_b], learner[lora_b])  # not seen mid-episode
+    snapshot = actor.snapshot()
+    with torch.no_grad():
+        learner[lora_b].add_(1.0)  # the next update does not reach the snapshot
+    actor.load(snapshot)
+    torch.testing.assert_close(copied[lora_b], learner[lora_b] - 1.0)
 
 
 # ---- the staleness gate, with a scripted collect function ----------------------------------
