@@ -344,7 +344,8 @@ class GRPOSection:
         None,
         help="Truncated importance sampling: weight each token's loss by "
         "min(exp(old - rollout logprob), cap), correcting for a rollout engine (vLLM, bf16 "
-        "generate) that samples from a slightly different distribution; None: off.",
+        "generate) or an actor some updates behind (rollout.mode async) that samples from "
+        f"another distribution; None: off in sync mode, {ASYNC_TIS_CAP} in async mode.",
     )
     leave_one_out: bool = param(
         False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
