@@ -269,7 +269,8 @@ def _two_processes(trainer: str, out: Path, *args: str) -> list[dict]:
 def rs_async_two_processes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict]]:
     """Expert iteration, async, 2 processes (iteration 0: the learning demo's cold start)."""
     out = tmp_path_factory.mktemp("rs_async") / "run"
-    return out, _two_processes("rs", out, "--optim.learning_rate", "0.01")
+    rs = ["--optim.learning_rate", "0.01", "--optim.epochs", "16"]  # as test_trainers.py
+    return out, _two_processes("rs", out, *rs)
 
 
 @pytest.mark.slow
