@@ -10,6 +10,10 @@ time of the whole run and of its iterations, and the share of that time the acto
 (collecting) and the learner (scoring and updating) were busy. Sync: the actor's share
 is ``perf/time_share_env + perf/time_share_policy`` and the learner's
 ``perf/time_share_train``; async: ``async/actor_busy`` and ``async/learner_busy``.
+Both runs use ``--torch-threads`` intra-op threads (default 1, ``OMP_NUM_THREADS``): on
+a loaded 2-core machine torch's default of one thread per core made every forward
+pass of the main thread ~60x slower than in a second Python thread (measured), which
+would credit async mode with a gain that is not the overlap's.
 Any other argument is a config override for both runs.
 """
 
@@ -29,7 +33,9 @@ REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "scripts" / "configs" / "tiny_cpu.yaml"
 
 
-def run_mode(mode: str, output_dir: Path, iterations: int, overrides: list[str]) -> dict:
+def run_mode(
+    mode: str, output_dir: Path, iterations: int, overrides: list[str], torch_threads: int = 1
+) -> dict:
     """One training run in ``mode``; its wall time and mean busy fractions."""
     out = output_dir / mode
     shutil.rmtree(out, ignore_errors=True)  # a fresh run, not a resumed one
@@ -37,7 +43,8 @@ def run_mode(mode: str, output_dir: Path, iterations: int, overrides: list[str])
     cmd += ["--output-dir", str(out), "--iterations", str(iterations), "--eval.episodes", "0"]
     cmd += ["--logging.progress", "false", "--rollout.mode", mode, *overrides]
     start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch_threads)}
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if done.returncode:
         raise SystemExit(f"the {mode} run failed:\n{done.stderr[-4000:]}")
     wall = time.perf_counter() - start
@@ -79,9 +86,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument("--iterations", type=int, default=4)
+    parser.add_argument("--torch-threads", type=int, default=1)
     args, overrides = parser.parse_known_args()
     load = os.getloadavg()[0]
-    rows = [run_mode(m, args.output_dir, args.iterations, overrides) for m in ("sync", "async")]
+    rows = [
+        run_mode(m, args.output_dir, args.iterations, overrides, args.torch_threads)
+        for m in ("sync", "async")
+    ]
     text = (
         table(rows) + f"\n\nload average (1 min) at the start: {load:.1f}, {os.cpu_count()} cores\n"
     )
