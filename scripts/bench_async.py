@@ -94,7 +94,8 @@ def main() -> None:
         for m in ("sync", "async")
     ]
     text = (
-        table(rows) + f"\n\nload average (1 min) at the start: {load:.1f}, {os.cpu_count()} cores\n"
+        table(rows) + f"\n\nload average (1 min) at the start: {load:.1f}, "
+        f"{os.cpu_count()} cores, {args.torch_threads} torch thread(s)\n"
     )
     (args.output_dir / "bench_async.md").write_text(text)
     print(text)
