@@ -23,7 +23,9 @@ model; the frozen weights (the base model under LoRA, a frozen vision tower) are
 with the learner, read-only, and only the trainable ones are copied. After each update
 the learner publishes detached clones of the trainable weights, which the actor copies
 in before its next iteration: the cost is twice the trainable weights (the actor's
-copy and the published snapshot). With vLLM the adapter reload of
+copy and the published snapshot). The modules themselves are copied too: models keep
+state between forward passes (Qwen2.5-VL caches ``rope_deltas`` in ``generate``), which
+two threads must not share. With vLLM the adapter reload of
 :meth:`~uirl_agents.trainers.common.TrainingRun.publish_weights` is the transfer: the
 actor samples from the newest adapter the server has loaded.
 
