@@ -20,6 +20,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from model_fixtures import tiny_training_run  # noqa: E402
 from test_trainers import (  # noqa: E402
     TINY_CPU,
     _assert_no_orphans,
@@ -27,7 +28,6 @@ from test_trainers import (  # noqa: E402
     _command,
     _grpo_config,
     _run,
-    _tiny_run,
 )
 
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig  # noqa: E402
@@ -81,7 +81,7 @@ def test_async_config_turns_the_correction_on_and_refuses_fsdp() -> None:
 def test_the_actor_shares_frozen_weights_and_loads_published_ones(
     tiny_qwen25vl_dir: Path,
 ) -> None:
-    run = _tiny_run(tiny_qwen25vl_dir, _grpo_config())
+    run = tiny_training_run(tiny_qwen25vl_dir, _grpo_config())
     run.policy = HFPolicy(run.model, run.processor, run.format, HFPolicyConfig(temperature=0.8))
     actor = ActorWeights(run)
     learner = dict(run.model.named_parameters())
