@@ -24,6 +24,7 @@ import dataclasses
 import logging
 import re
 import shutil
+import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -270,10 +271,12 @@ class TrainingRun:
         optimizer: AdamW over ``trainable``; scheduler: its learning-rate schedule.
         policy: samples actions with the current weights (HF in-process, or vLLM).
         eval_policy: the current weights, greedy (or at ``eval.temperature``).
-        envs: this process's sessions.
+        envs: this process's sessions; envs_lock: held by each :meth:`collect` (an
+            asynchronous actor and the evaluation take turns on them).
         start_iteration: the first iteration to run (> 0 when resumed).
         resumed_from: the checkpoint resumed from (None: a fresh start).
         checkpoint_extra: name -> a function whose result every checkpoint also saves.
+        on_close: callbacks :meth:`close` runs first (e.g. stopping a rollout actor).
         state: counters saved with checkpoints (``episodes``, ...).
 
     Methods:
@@ -302,6 +305,7 @@ class TrainingRun:
         self.resumed_from = checkpoint
         # name -> what a trainer adds to every checkpoint (``ckpt.load_extra`` reads it).
         self.checkpoint_extra: dict[str, Callable[[], Any]] = {}
+        self.on_close = contextlib.ExitStack()
         self.state: dict[str, Any] = {"episodes": 0, "trainer": trainer}
         if checkpoint is not None:
             self.state.update(ckpt.load_state(checkpoint))
@@ -403,6 +407,7 @@ class TrainingRun:
             reward_mode=config.env.reward_mode,
             image_format=config.env.image_format,
         )
+        self.envs_lock = threading.Lock()
         try:
             self.publish_weights(self.start_iteration)
         except BaseException:
@@ -461,6 +466,7 @@ class TrainingRun:
 
     def close(self) -> None:
         """Stop this process's sessions and flush the metric sinks."""
+        self.on_close.close()
         self.envs.close()
         self.runtime.close()
         if self.metrics is not None:
@@ -486,10 +492,12 @@ class TrainingRun:
         num_groups = r.episodes_per_iteration // (r.group_size * self.world_size)
         return self.task_specs(TRAIN_STREAM, iteration, num_groups, r.group_size, "it")
 
-    def collect_iteration(self, iteration: int) -> list[Episode]:
+    def collect_iteration(self, iteration: int, policy: Policy | None = None) -> list[Episode]:
         """This process's training episodes of ``iteration``, sampled with ``policy``
-        (trajectories under ``trajectories/iter_NNNNNN``)."""
-        return self.collect(self.policy, self.episode_specs(iteration), tag=f"iter_{iteration:06d}")
+        (default: ``self.policy``; trajectories under ``trajectories/iter_NNNNNN``)."""
+        return self.collect(
+            policy or self.policy, self.episode_specs(iteration), tag=f"iter_{iteration:06d}"
+        )
 
     def eval_specs(self) -> list[EpisodeSpec]:
         """This process's share of the held-out evaluation instances (the same every time)."""
@@ -536,6 +544,7 @@ class TrainingRun:
         local = isinstance(policy, HFPolicy)
         try:
             with (
+                self.envs_lock,
                 sharding.gathered(self.model) if local else contextlib.nullcontext(),
                 self.autocast(),
             ):

@@ -35,6 +35,8 @@ LORA_LEARNING_RATE = 2e-4
 FULL_FINETUNE_LEARNING_RATE = 1e-5
 TINY_MODEL = "tiny"
 TINY_MODEL_DIR = "tiny_model"  # where `model.name: tiny` is built, in OUTPUT_DIR
+# The truncation of the importance weight asynchronous GRPO applies when grpo.tis_cap is unset.
+ASYNC_TIS_CAP = 2.0
 
 
 def param(default: Any = MISSING, *, help: str, factory: Any = MISSING) -> Any:
@@ -189,6 +191,17 @@ class RolloutConfig:
         None,
         help="Where the server reads adapters (a shared folder); None: OUTPUT_DIR/vllm_adapters.",
     )
+    mode: Literal["sync", "async"] = param(
+        "sync",
+        help="sync: collect, then update, in turn; async: an actor thread per process "
+        "collects the next iterations with weights at most max_staleness updates old while "
+        "the learner trains (docs/training.md, Asynchronous rollouts).",
+    )
+    max_staleness: int = param(
+        1,
+        help="mode async: the actor starts iteration i only once the learner has done "
+        "i - max_staleness updates, so no iteration is trained with weights older than that.",
+    )
     extra_body: dict[str, Any] = param(
         factory=dict,
         help="Fields merged into every vLLM request after the sampling fields (which are all "
@@ -331,7 +344,8 @@ class GRPOSection:
         None,
         help="Truncated importance sampling: weight each token's loss by "
         "min(exp(old - rollout logprob), cap), correcting for a rollout engine (vLLM, bf16 "
-        "generate) that samples from a slightly different distribution; None: off.",
+        "generate) or an actor some updates behind (rollout.mode async) that samples from "
+        f"another distribution; None: off in sync mode, {ASYNC_TIS_CAP} in async mode.",
     )
     leave_one_out: bool = param(
         False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
@@ -451,6 +465,13 @@ class TrainConfig:
         _check(0 < r.top_p <= 1, "rollout.top_p", "in (0, 1]", r.top_p)
         _check(r.max_new_tokens >= 1, "rollout.max_new_tokens", ">= 1", r.max_new_tokens)
         _check(r.max_images >= 1, "rollout.max_images", ">= 1", r.max_images)
+        _check(r.max_staleness >= 1, "rollout.max_staleness", ">= 1", r.max_staleness)
+        if r.mode == "async" and m.fsdp:
+            raise ValueError(
+                "rollout.mode async samples with a copy of the weights in a thread of its own, "
+                "and FSDP holds them in shards gathered by collectives: set rollout.mode: sync "
+                "with model.fsdp (or model.fsdp: false)"
+            )
         if r.backend == "vllm" and m.lora_rank == 0:
             raise ValueError(
                 "rollout.backend is vllm, which loads LoRA adapters at run time, but "
@@ -543,6 +564,10 @@ class GRPOConfig(TrainConfig):
             ">= 0",
             self.grpo.negative_advantage_scale,
         )
+        if self.rollout.mode == "async" and self.grpo.tis_cap is None:
+            # Derived once, here: an actor's tokens come from older weights than the
+            # learner's, and the weight corrects for it (docs/training.md).
+            self.grpo.tis_cap = ASYNC_TIS_CAP
         if self.grpo.tis_cap is not None:
             _check(self.grpo.tis_cap >= 1, "grpo.tis_cap", ">= 1 (or null: off)", self.grpo.tis_cap)
         if self.grpo.kl_beta > 0 and self.model.lora_rank == 0:

@@ -49,6 +49,7 @@ from uirl_agents.policies.hf import completion_logprobs
 from uirl_agents.push import push_result
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
+from uirl_agents.trainers.actor import iteration_rollouts
 from uirl_agents.trainers.common import TrainingRun, reference_policy
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
 from uirl_agents.trainers.losses import (
@@ -57,8 +58,9 @@ from uirl_agents.trainers.losses import (
     kl_k3,
     pad_sequences,
     token_budget_batches,
+    truncated_importance_weight,
 )
-from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
+from uirl_agents.trainers.metrics import Stopwatch, perf_metrics
 from uirl_agents.trainers.replay import SuccessReplay, gathered_successes
 from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
 from uirl_agents.trainers.value import ValueHead
@@ -219,7 +221,7 @@ def grpo_loss(
     per_token, clipped = clipped_policy_loss(logprobs, old, advantages, cfg.clip_epsilon)
     if cfg.tis_cap is not None:
         rollout = pad_sequences([s.rollout_logprobs for s in batch]).to(device)
-        per_token = per_token * torch.exp(old - rollout).clamp(max=cfg.tis_cap)
+        per_token = per_token * truncated_importance_weight(old, rollout, cfg.tis_cap)
     stats = {"clip_fraction": float((clipped & mask.bool()).sum())}
     if cfg.kl_beta > 0:
         ref = pad_sequences([s.ref_logprobs for s in batch]).to(device)
@@ -307,11 +309,13 @@ def grpo_iterations(run: TrainingRun) -> None:
         update = ppo_update
     replay = success_replay(run)
     run.evaluate_at_start()
+    rollouts = iteration_rollouts(run, run.collect_iteration)
     for iteration in run.iterations():
         watch = Stopwatch()
         with watch.phase("rollout"):
-            episodes = run.collect_iteration(iteration)
-        watch.add("policy", policy_seconds(episodes))
+            collected = rollouts.take(iteration)
+        episodes = collected.data
+        watch.add("policy", rollouts.policy_seconds(episodes))
         trained, replayed = episodes, 0
         if replay is not None:
             trained, replayed = replay.fill(episodes)
@@ -319,12 +323,13 @@ def grpo_iterations(run: TrainingRun) -> None:
         with watch.phase("train"):
             train = update(run, trained, iteration)
         run.state["episodes"] += int(run.sum_all(len(episodes)))
-        run.publish_weights(iteration + 1)
+        rollouts.publish(iteration + 1)
         tokens = train.pop("train/tokens_processed")
         metrics = {
             **run.episode_metrics(episodes, "rollout"),
             **train,
             **perf_metrics(watch.totals, watch.elapsed(), tokens),
+            **rollouts.metrics(collected, len(episodes)),
         }
         if replay is not None:
             metrics["train/replayed_episodes"] = run.sum_all(replayed)

@@ -180,6 +180,23 @@ def clipped_value_loss(
     return 0.5 * torch.maximum(unclipped, clipped), clipped > unclipped
 
 
+def truncated_importance_weight(
+    old_logprobs: torch.Tensor, behaviour_logprobs: torch.Tensor, cap: float
+) -> torch.Tensor:
+    """Per-token ``min(exp(old - behaviour), cap)``: how much likelier the learner's
+    weights before the update make a token than the weights that sampled it (a rollout
+    engine's kernels, or an actor some updates behind), truncated at ``cap``.
+
+    A constant (no gradient flows through either input); the clipped surrogate is
+    multiplied by it, so the ratio ``exp(logp - old)`` stays centred on the learner.
+
+    >>> lp = torch.log(torch.tensor([0.5, 0.5, 0.2]))
+    >>> truncated_importance_weight(lp, torch.log(torch.tensor([0.1, 0.5, 0.4])), 2.0)
+    tensor([2.0000, 1.0000, 0.5000])
+    """
+    return torch.exp(old_logprobs - behaviour_logprobs).clamp(max=cap).detach()
+
+
 def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(policy || reference) on tokens sampled from the policy.
 

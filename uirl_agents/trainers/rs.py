@@ -18,19 +18,22 @@ Per iteration:
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
+from uirl_agents.policies.base import Policy
 from uirl_agents.policies.context import EpisodeContexts
 from uirl_agents.policies.expert import ExpertPolicy
 from uirl_agents.push import push_result
 from uirl_agents.rollout import EpisodeSpec
+from uirl_agents.trainers.actor import iteration_rollouts
 from uirl_agents.trainers.common import (
     DEMO_STREAM,
     TrainingRun,
 )
 from uirl_agents.trainers.config import RSConfig
-from uirl_agents.trainers.metrics import Stopwatch, perf_metrics, policy_seconds
+from uirl_agents.trainers.metrics import Stopwatch, perf_metrics
 from uirl_agents.trainers.sft import sft_samples, sft_update
 from uirl_agents.trajectories import Episode, iter_episodes
 
@@ -116,20 +119,31 @@ def train_rs(config: RSConfig, output_dir: str | Path) -> None:
     push_result(config.hub, output_dir)  # sessions stopped; main process only
 
 
+def collect_with_demonstrations(
+    run: TrainingRun, iteration: int, policy: Policy
+) -> tuple[list[Episode], list[Episode]]:
+    """The iteration's episodes, and in iteration 0 the cold start's demonstrations."""
+    episodes = run.collect_iteration(iteration, policy)
+    demos = []
+    if iteration == 0 and run.config.rs.expert_episodes:
+        demos = collect_demonstrations(run)
+    return episodes, demos
+
+
 def rs_iterations(run: TrainingRun) -> None:
     """The iterations still to run (all of them, or the rest of a resumed run)."""
     config = run.config
     run.evaluate_at_start()
+    rollouts = iteration_rollouts(run, functools.partial(collect_with_demonstrations, run))
     for iteration in run.iterations():
         watch = Stopwatch()
         with watch.phase("rollout"):
-            episodes = run.collect_iteration(iteration)
-            demos, recorded = [], []
-            if iteration == 0 and config.rs.expert_episodes:
-                demos = collect_demonstrations(run)
-            if iteration == 0 and config.rs.demonstrations:
+            collected = rollouts.take(iteration)
+            recorded = []
+            if iteration == 0 and config.rs.demonstrations:  # files: the learner reads them
                 recorded = load_demonstrations(run)
-        watch.add("policy", policy_seconds(episodes))
+        episodes, demos = collected.data
+        watch.add("policy", rollouts.policy_seconds(episodes))
         kept = [
             e
             for e in [*demos, *recorded, *episodes]
@@ -139,7 +153,7 @@ def rs_iterations(run: TrainingRun) -> None:
             samples = sft_samples(run, kept, drop_unparsed=config.rs.drop_unparsed_steps)
             train = sft_update(run, samples, iteration)
         run.state["episodes"] += int(run.sum_all(len(episodes)))
-        run.publish_weights(iteration + 1)
+        rollouts.publish(iteration + 1)
         tokens = train.pop("train/tokens_processed", 0.0)
         metrics = {
             **run.episode_metrics(episodes, "rollout"),
@@ -149,5 +163,6 @@ def rs_iterations(run: TrainingRun) -> None:
             / max(1.0, run.sum_all(len(episodes) + len(demos) + len(recorded))),
             **train,
             **perf_metrics(watch.totals, watch.elapsed(), tokens),
+            **rollouts.metrics(collected, len(episodes)),
         }
         run.end_iteration(iteration, metrics)
