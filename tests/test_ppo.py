@@ -126,6 +126,28 @@ def test_clipped_value_loss_by_hand() -> None:
     assert not never.any()
 
 
+def test_step_advantages_are_normalised_then_negatives_scaled() -> None:
+    from uirl_agents.trainers.ppo import shape_advantages
+    from uirl_agents.trainers.update import TokenSample
+
+    def samples(values: list[float]) -> list[TokenSample]:
+        return [TokenSample([], [], [1], num_tokens=1, advantage=v) for v in values]
+
+    raw = [1.0, 2.0, 3.0, 6.0]
+    kept = samples(raw)
+    shape_advantages(kept, normalize=True, negative_scale=1.0, sum_all=float)
+    z = (np.array(raw) - 3.0) / np.std(raw, ddof=1)
+    assert [s.advantage for s in kept] == pytest.approx(z.tolist())
+    # grpo.negative_advantage_scale applies to PPO's step advantages too (the learning
+    # demo's config sets 0): below-average steps are then not pushed down.
+    off = samples(raw)
+    shape_advantages(off, normalize=True, negative_scale=0.0, sum_all=float)
+    assert [s.advantage for s in off] == pytest.approx(np.where(z < 0, 0.0, z).tolist())
+    plain = samples([-0.5, 0.25])
+    shape_advantages(plain, normalize=False, negative_scale=0.5, sum_all=float)
+    assert [s.advantage for s in plain] == [-0.25, 0.25]
+
+
 def test_ppo_config_fields_and_errors() -> None:
     cfg = load_config(GRPOConfig, TINY_CPU, {"algorithm": "ppo", "rollout.group_size": "1"})
     assert cfg.trains_value_head and (cfg.ppo.gamma, cfg.ppo.lam) == (1.0, 0.95)

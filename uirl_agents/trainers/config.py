@@ -354,7 +354,7 @@ class GRPOSection:
     negative_advantage_scale: float = param(
         1.0,
         help="Multiply negative advantages by this (1: plain GRPO; 0: train only on the "
-        "episodes above their group's baseline). Below 1 when failed episodes' "
+        "episodes above their group's baseline; PPO: its step advantages). Below 1 when failed episodes' "
         "off-trajectory tokens drown the successes' signal (docs/training.md, Learning demo).",
     )
     skip_zero_advantage: bool = param(

@@ -74,7 +74,17 @@ def group_advantages(
         if scale_by_std and scale > 0:  # equal returns: centred is all 0 already
             centred = centred / scale
         advantages[indices] = centred
-    return np.where(advantages < 0, advantages * negative_scale, advantages)
+    return scale_negatives(advantages, negative_scale)
+
+
+def scale_negatives(advantages: np.ndarray, scale: float) -> np.ndarray:
+    """``advantages`` with the negative ones multiplied by ``scale`` (1: unchanged; 0:
+    only better-than-baseline samples are trained on; docs/training.md, Learning demo).
+
+    >>> scale_negatives(np.array([-2.0, 0.0, 1.0]), 0.5).tolist()
+    [-1.0, 0.0, 1.0]
+    """
+    return np.where(advantages < 0, advantages * scale, advantages)
 
 
 def clipped_policy_loss(

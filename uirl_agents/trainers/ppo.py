@@ -28,7 +28,7 @@ by what followed it, at the cost of a value head to train (docs/training.md, PPO
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +43,7 @@ from uirl_agents.trainers.grpo import (
     token_sample,
     vision_token_ids,
 )
-from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages
+from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
 from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
 from uirl_agents.trajectories import Episode
 
@@ -108,14 +108,24 @@ def set_advantages(states: Sequence[EpisodeStates], gamma: float, lam: float) ->
             sample.advantage, sample.value_target = float(advantage), float(target)
 
 
-def normalize_advantages(run: TrainingRun, samples: Sequence[TokenSample]) -> None:
-    """Advantages to mean 0 and std 1 over the samples of every process."""
+def shape_advantages(
+    samples: Sequence[TokenSample],
+    *,
+    normalize: bool,
+    negative_scale: float,
+    sum_all: Callable[[float], float],
+) -> None:
+    """The step advantages as trained: with ``normalize`` to mean 0 and std 1 over the
+    samples of every process (``sum_all``: a sum over processes), then the negative
+    ones times ``negative_scale`` (``grpo.negative_advantage_scale``, as in GRPO)."""
     a = np.array([s.advantage for s in samples], dtype=np.float64)
-    n = run.sum_all(len(a))
-    mean = run.sum_all(a.sum()) / max(n, 1.0)
-    var = run.sum_all(((a - mean) ** 2).sum()) / max(n - 1, 1.0)
-    for sample in samples:
-        sample.advantage = (sample.advantage - mean) / (var**0.5 + 1e-8)
+    if normalize:
+        n = sum_all(len(a))
+        mean = sum_all(a.sum()) / max(n, 1.0)
+        var = sum_all(((a - mean) ** 2).sum()) / max(n - 1, 1.0)
+        a = (a - mean) / (var**0.5 + 1e-8)
+    for sample, advantage in zip(samples, scale_negatives(a, negative_scale), strict=True):
+        sample.advantage = float(advantage)
 
 
 def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
@@ -156,8 +166,12 @@ def ppo_update(run: TrainingRun, episodes: Sequence[Episode], iteration: int) ->
     set_advantages(states, config.ppo.gamma, config.ppo.lam)
     samples = [x for s in states for x in s.steps if x.completion_ids]
     value_metrics = _value_metrics(run, samples)
-    if config.ppo.normalize_advantages:
-        normalize_advantages(run, samples)
+    shape_advantages(
+        samples,
+        normalize=config.ppo.normalize_advantages,
+        negative_scale=config.grpo.negative_advantage_scale,
+        sum_all=run.sum_all,
+    )
     metrics = run_update(
         run,
         samples,
