@@ -1,15 +1,40 @@
-"""What the task tests share: an expert played to the episode's end, and check_env."""
+"""What the task tests share: a session server per module, an env that reads the
+oracle, an expert played to the episode's end, and check_env."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 
 import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
 from uirl_gym.actions import Action
-from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks.expert import MacroExpert
+
+
+@contextlib.contextmanager
+def task_runtime(task: str) -> Iterator[LocalRuntime]:
+    """A session server for ``task``, closed at the end."""
+    # A generous start-up limit: the shared test machines are often heavily loaded.
+    runtime = LocalRuntime(LocalRuntimeConfig(task=task, startup_timeout_s=120))
+    try:
+        yield runtime
+    finally:
+        runtime.close()
+
+
+@contextlib.contextmanager
+def oracle_env(env_id: str, runtime: LocalRuntime) -> Iterator[gym.Env]:
+    """An env for tests that read the oracle, not pixels: JPEG frames (the cheapest
+    capture) and dense rewards (the shaping is checked too)."""
+    env = gym.make(env_id, runtime=runtime, image_format="jpeg", reward_mode="dense")
+    try:
+        yield env
+    finally:
+        env.close()
 
 
 def play(

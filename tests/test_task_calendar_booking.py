@@ -10,12 +10,12 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import check_task_env, play
+from task_play import check_task_env, play, task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
+from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
 from uirl_gym.tasks.calendar_booking.data import (
     OWNER,
@@ -181,12 +181,8 @@ def test_options_errors_are_clear(options: dict[str, Any], message: str) -> None
 
 @pytest.fixture(scope="module")
 def cb_runtime() -> Iterator[LocalRuntime]:
-    # A generous start-up limit: the shared test machines are often heavily loaded.
-    rt = LocalRuntime(LocalRuntimeConfig(task="calendar_booking", startup_timeout_s=120))
-    try:
+    with task_runtime("calendar_booking") as rt:
         yield rt
-    finally:
-        rt.close()
 
 
 def make_env(runtime: LocalRuntime, reward_mode: str = "sparse") -> gym.Env:

@@ -13,12 +13,13 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
+from task_play import task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.env import UIEnv
-from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
+from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
 from uirl_gym.tasks.form_fill.data import CLAIM_TYPES, FIELD_IDS, field_matches, generate_claim
 from uirl_gym.tasks.form_fill.expert import FormFillExpert
@@ -126,12 +127,8 @@ def test_options_errors_are_clear(options: dict[str, Any], message: str) -> None
 @pytest.fixture(scope="module")
 def ff_runtime() -> Iterator[LocalRuntime]:
     """One form_fill session server for the module; each env borrows it in turn."""
-    # A generous start timeout: the first Chromium can take over 30 s on a loaded host.
-    rt = LocalRuntime(LocalRuntimeConfig(task="form_fill", startup_timeout_s=120))
-    try:
+    with task_runtime("form_fill") as rt:
         yield rt
-    finally:
-        rt.close()
 
 
 @pytest.fixture

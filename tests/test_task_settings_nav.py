@@ -8,12 +8,12 @@ from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
-from task_play import check_task_env, play
+from task_play import check_task_env, oracle_env, play, task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
+from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
 from uirl_gym.tasks.expert import box_centre
 from uirl_gym.tasks.settings_nav.data import SETTINGS, generate_tree
@@ -26,22 +26,14 @@ ENV_ID = "uirl/SettingsNav-v0"
 
 @pytest.fixture(scope="module")
 def sn_runtime() -> Iterator[LocalRuntime]:
-    # A generous start-up limit: the shared test machines are often heavily loaded.
-    rt = LocalRuntime(LocalRuntimeConfig(task="settings_nav", startup_timeout_s=120))
-    try:
+    with task_runtime("settings_nav") as rt:
         yield rt
-    finally:
-        rt.close()
 
 
 @pytest.fixture(scope="module")
 def env(sn_runtime: LocalRuntime) -> Iterator[gym.Env]:
-    # JPEG frames: the tests read the oracle, not pixels, and JPEG is the cheapest capture.
-    e = gym.make(ENV_ID, runtime=sn_runtime, image_format="jpeg", reward_mode="dense")
-    try:
+    with oracle_env(ENV_ID, sn_runtime) as e:
         yield e
-    finally:
-        e.close()
 
 
 # -- without a browser ----------------------------------------------------------------

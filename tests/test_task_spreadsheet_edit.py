@@ -10,12 +10,12 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import check_task_env, play
+from task_play import check_task_env, oracle_env, play, task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
+from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
 from uirl_gym.tasks.expert import box_centre, click
 from uirl_gym.tasks.spreadsheet_edit.data import (
@@ -202,22 +202,14 @@ def test_options_errors_are_clear(options: dict[str, Any], message: str) -> None
 
 @pytest.fixture(scope="module")
 def se_runtime() -> Iterator[LocalRuntime]:
-    # A generous start-up limit: the shared test machines are often heavily loaded.
-    rt = LocalRuntime(LocalRuntimeConfig(task="spreadsheet_edit", startup_timeout_s=120))
-    try:
+    with task_runtime("spreadsheet_edit") as rt:
         yield rt
-    finally:
-        rt.close()
 
 
 @pytest.fixture(scope="module")
 def env(se_runtime: LocalRuntime) -> Iterator[gym.Env]:
-    # JPEG frames: the tests read the oracle, not pixels, and JPEG is the cheapest capture.
-    e = gym.make(ENV_ID, runtime=se_runtime, image_format="jpeg", reward_mode="dense")
-    try:
+    with oracle_env(ENV_ID, se_runtime) as e:
         yield e
-    finally:
-        e.close()
 
 
 def test_check_env(se_runtime: LocalRuntime) -> None:
