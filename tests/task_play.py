@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import gymnasium as gym
 from gymnasium.utils.env_checker import check_env
 
+from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks.expert import MacroExpert
@@ -53,6 +54,30 @@ def play(
         actions.append(action)
         if terminated or truncated or len(actions) >= max_steps:
             return total, info, actions
+
+
+def expert_after_random_actions(
+    env: gym.Env,
+    policy: RandomPolicy,
+    expert: MacroExpert,
+    *,
+    seed: int,
+    options: dict,
+    random_steps: int,
+) -> dict | None:
+    """A fresh episode: ``random_steps`` actions of ``policy`` (menus, dialogs, stray
+    changes), then ``expert`` to the end. The last info, or None when the random agent
+    ended the episode itself (not checked)."""
+    obs, _info = env.reset(seed=seed, options=options)
+    policy.begin_episode(0)
+    for _ in range(random_steps):
+        (step,) = policy.act([obs], [0])
+        obs, _reward, terminated, truncated, _info = env.step(step.action)
+        assert not truncated
+        if terminated:
+            return None
+    _total, info, _actions = play(env, expert)
+    return info
 
 
 def check_task_env(env_id: str, runtime: LocalRuntime) -> None:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
-from task_play import check_task_env, oracle_env, play, task_runtime
+from task_play import check_task_env, expert_after_random_actions, oracle_env, play, task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
@@ -201,17 +201,15 @@ def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
     for docs/tasks/settings_nav.md, not here."""
     policy = RandomPolicy(seed=0)
     for seed in range(2):
-        obs, info = env.reset(seed=seed, options={"split": "test", "num_targets": 1})
-        policy.begin_episode(0)
-        for _ in range(12):
-            (step,) = policy.act([obs], [0])
-            obs, _reward, terminated, truncated, info = env.step(step.action)
-            assert not truncated
-            if terminated:
-                break
-        if not terminated:  # (a random agent that finishes the task is not checked)
-            _total, info, _actions = play(env, SettingsNavExpert())
-            assert info["is_success"], (seed, info)
+        info = expert_after_random_actions(
+            env,
+            policy,
+            SettingsNavExpert(),
+            seed=seed,
+            options={"split": "test", "num_targets": 1},
+            random_steps=12,
+        )
+        assert info is None or info["is_success"], (seed, info)
 
 
 def change_a_non_target(env: gym.Env, targets: dict) -> str:

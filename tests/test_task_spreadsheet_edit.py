@@ -10,7 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import check_task_env, oracle_env, play, task_runtime
+from task_play import check_task_env, expert_after_random_actions, oracle_env, play, task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
@@ -311,14 +311,12 @@ def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
     for docs/tasks/spreadsheet_edit.md, not here."""
     policy = RandomPolicy(seed=0)
     for seed in range(2):
-        obs, info = env.reset(seed=seed, options={"split": "test", "num_edits": 2, "rows": 12})
-        policy.begin_episode(0)
-        for _ in range(12):
-            (step,) = policy.act([obs], [0])
-            obs, _reward, terminated, truncated, info = env.step(step.action)
-            assert not truncated
-            if terminated:
-                break
-        if not terminated:  # (a random agent that finishes the task is not checked)
-            _total, info, _actions = play(env, SpreadsheetEditExpert())
-            assert info["is_success"], (seed, info)
+        info = expert_after_random_actions(
+            env,
+            policy,
+            SpreadsheetEditExpert(),
+            seed=seed,
+            options={"split": "test", "num_edits": 2, "rows": 12},
+            random_steps=12,
+        )
+        assert info is None or info["is_success"], (seed, info)

@@ -605,25 +605,32 @@ def test_grpo_resumes_after_a_kill_mid_iteration(tmp_path: Path) -> None:
     assert [r["train/learning_rate"] for r in records] == pytest.approx([2e-4, 1e-4])
     for record in records:  # fp32 on CPU: HF generate and the trainer agree
         assert record.get("train/logprob_mismatch_max", 0.0) < 1e-4
-    cfg = load_config(GRPOConfig, TINY_CPU)
     for iteration in (0, 1):
-        episodes = load_episodes(out / "trajectories" / f"iter_{iteration:06d}" / "rank_0")
-        expected = derive_specs(
-            cfg.env,
-            seed=0,
-            stream=TRAIN_STREAM,
-            iteration=iteration,
-            rank=0,
-            num_groups=2,
-            group_size=2,
-            tag="it",
-        )
-        assert [(e.seed, e.group_id) for e in episodes] == [(s.seed, s.group_id) for s in expected]
+        episodes = episodes_as_specified(out, iteration)
         assert all(
             s.logprobs and len(s.logprobs) == len(s.completion_ids)
             for e in episodes
             for s in e.steps
         )
+
+
+def episodes_as_specified(out: Path, iteration: int) -> list:
+    """Rank 0's trajectories of ``iteration`` in a tiny_cpu.yaml GRPO run (2 groups of
+    2), after checking they ran exactly the instances ``derive_specs`` gives."""
+    folder = out / "trajectories" / f"iter_{iteration:06d}" / "rank_0"
+    episodes = load_episodes(folder)
+    expected = derive_specs(
+        load_config(GRPOConfig, TINY_CPU).env,
+        seed=0,
+        stream=TRAIN_STREAM,
+        iteration=iteration,
+        rank=0,
+        num_groups=2,
+        group_size=2,
+        tag="it",
+    )
+    assert [(e.seed, e.group_id) for e in episodes] == [(s.seed, s.group_id) for s in expected]
+    return episodes
 
 
 TINY_LEARN = REPO / "scripts" / "configs" / "tiny_learn.yaml"
