@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -22,6 +23,7 @@ pytest.importorskip("trl")
 
 from model_fixtures import tiny_training_run  # noqa: E402
 from test_trainers import (  # noqa: E402
+    REPO,
     TINY_CPU,
     _assert_no_orphans,
     _check_ranks,
@@ -281,3 +283,24 @@ def test_grpo_async_two_processes(
     )
     # The actor's and the learner's logprobs agree where the weights are the same ones.
     assert records[0]["train/logprob_mismatch_max"] < 1e-3
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rollout.mode", "async"], "set rollout.mode: sync with model.fsdp"),
+        (["--algorithm", "ppo", "--rollout.group_size", "1"], "set model.fsdp: false"),
+    ],
+    ids=["async", "ppo"],
+)
+def test_an_fsdp_launch_refuses_what_cannot_shard_before_building_anything(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    # What `accelerate launch --config_file scripts/configs/accelerate/fsdp.yaml` sets.
+    env = {**os.environ, "PYTHONPATH": str(REPO), "ACCELERATE_USE_FSDP": "true"}
+    cmd = [sys.executable, str(REPO / "scripts" / "train_grpo.py"), "--config", str(TINY_CPU)]
+    cmd += ["--output-dir", str(tmp_path / "run"), *args]
+    result = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert message in result.stderr
+    assert not (tmp_path / "run" / "tiny_model").exists()  # no model, no session

@@ -195,18 +195,9 @@ class AsyncRollouts(Generic[T]):
     Attributes:
         max_staleness: the most updates an iteration's weights may lag the learner's.
         version: the learner's policy version (iterations trained, published).
-
-    Raises:
-        ValueError: the model is sharded (FSDP gathers weights with collectives, which
-            the actor thread may never call).
     """
 
     def __init__(self, run: TrainingRun, collect: CollectFn[T], *, max_staleness: int) -> None:
-        if run.sharded:
-            raise ValueError(
-                "rollout.mode async cannot sample from FSDP-sharded weights (gathering them "
-                "is a collective, and the actor thread makes none): set rollout.mode: sync"
-            )
         self._run, self._collect = run, collect
         self.max_staleness = max_staleness
         self.version = run.start_iteration

@@ -53,7 +53,6 @@ from uirl_agents.trainers.config import (
     EnvConfig,
     ModelConfig,
     TrainConfig,
-    check_quantization,
 )
 from uirl_agents.trainers.lora import lora_target_modules
 from uirl_agents.trainers.metrics import (
@@ -320,7 +319,9 @@ class TrainingRun:
             require_token(config.hub.repo_id)
         if sharding.launched_with_fsdp():  # the resolved config says what runs
             config.model.fsdp = True
-            check_quantization(config.model)
+            # Every check again, now with fsdp: quantized weights, PPO's value head and an
+            # async actor refuse it in the config, whichever way FSDP was asked for.
+            config.__post_init__()
         if self.is_main:
             save_config(config, self.output_dir / f"config_{trainer}.yaml")
             logger.info("%s config (resolved):\n%s", trainer, _pretty(config_to_dict(config)))
@@ -339,11 +340,6 @@ class TrainingRun:
         set_seed(config.seed + self.rank)  # then a sampling stream of its own
         self.compute_dtype = compute_dtype(config.model, self.accelerator.device)
         self.sharded = config.model.fsdp
-        if self.sharded and self.value_head is not None:
-            raise ValueError(
-                "algorithm: ppo does not run sharded yet (its value head sits outside FSDP): "
-                "launch without the FSDP accelerate config, or use algorithm: grpo"
-            )
         if self.sharded:
             units = sharding.shard_model(self.model, self.compute_dtype)
             logger.info("FSDP: weights sharded over %d processes, %d units", self.world_size, units)
