@@ -38,7 +38,7 @@ advantages) are in :mod:`uirl_agents.trainers.losses`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -288,6 +288,20 @@ def success_replay(run: TrainingRun) -> SuccessReplay | None:
     return replay
 
 
+def replayed_episodes(
+    replay: SuccessReplay | None, episodes: Sequence[Episode], gather: Callable
+) -> tuple[list[Episode], int]:
+    """The episodes to train on and how many of them were replayed: with a replay, each
+    group without a success gets a stored success of its instance; then the iteration's
+    successes, from every process (``gather``: an all-gather of Python objects), are
+    stored."""
+    if replay is None:
+        return list(episodes), 0
+    trained, replayed = replay.fill(episodes)
+    replay.add(gathered_successes(episodes, gather))
+    return trained, replayed
+
+
 def grpo_update(run: TrainingRun, episodes: Sequence[Episode], iteration: int) -> dict[str, float]:
     """GRPO's update on the iteration's episodes: group-relative advantages, then
     :func:`policy_update`."""
@@ -316,10 +330,7 @@ def grpo_iterations(run: TrainingRun) -> None:
             collected = rollouts.take(iteration)
         episodes = collected.data
         watch.add("policy", rollouts.policy_seconds(episodes))
-        trained, replayed = episodes, 0
-        if replay is not None:
-            trained, replayed = replay.fill(episodes)
-            replay.add(gathered_successes(episodes, gather_object))
+        trained, replayed = replayed_episodes(replay, episodes, gather_object)
         with watch.phase("train"):
             train = update(run, trained, iteration)
         run.state["episodes"] += int(run.sum_all(len(episodes)))
