@@ -42,18 +42,29 @@ from uirl_agents.trainers.metrics import read_metrics
 REPO = Path(__file__).resolve().parents[1]
 CONFIG = REPO / "scripts" / "configs" / "tiny_task.yaml"
 # The cold start fine-tunes hard on the demonstrations (the task instance is fixed, so
-# both are the same 7 steps): 80 epochs, ~7 steps per micro-batch and optimizer step
-# (160 steps). Its rollouts (2 episodes of the random model, 4 tokens a step) only
-# complete the iteration: they never succeed and are not trained on.
-COLD_START = [
-    "--iterations", "1",
-    "--optim.learning_rate", "0.01",
-    "--optim.epochs", "80",
-    "--optim.micro_batch_tokens", "4096",
-    "--rollout.episodes_per_iteration", "2",
-    "--rollout.group_size", "1",
-    "--rollout.max_new_tokens", "4",
-]  # fmt: skip
+# both are the same 7 steps): 160 epochs at lr 5e-3, ~7 steps per micro-batch and
+# optimizer step (320 steps). Its rollouts (2 episodes of the random model, 4 tokens a
+# step) only complete the iteration: they never succeed and are not trained on. The
+# earlier 80 epochs at lr 1e-2 ended at an SFT loss of 0.61 and P(success) ~0.5 on one
+# install and at 0.68 and 0/32 on another (newer packages): 5e-3 lands at ~0.55 and
+# ~0.4 (docs/training.md, Learning demo).
+COLD_START_EPOCHS = 160
+COLD_START_LR = "0.005"
+
+
+def cold_start_args(epochs: int = COLD_START_EPOCHS) -> list[str]:
+    """``train_rs.py``'s arguments for the cold start."""
+    return [
+        "--iterations", "1",
+        "--optim.learning_rate", COLD_START_LR,
+        "--optim.epochs", str(epochs),
+        "--optim.micro_batch_tokens", "4096",
+        "--rollout.episodes_per_iteration", "2",
+        "--rollout.group_size", "1",
+        "--rollout.max_new_tokens", "4",
+    ]  # fmt: skip
+
+
 BASELINE_LR = "1e-12"
 KEYS = ("rollout/success_rate", "rollout/reward_mean", "rollout/invalid_action_rate")
 EPISODES = "rollout/episodes"
@@ -64,7 +75,11 @@ def run(script: str, out: Path, *args: str) -> float:
     cmd = [sys.executable, str(REPO / "scripts" / script), "--config", str(CONFIG)]
     cmd += ["--output-dir", str(out), "--logging.progress", "false", *args]
     print("$", " ".join(cmd[1:]), flush=True)
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    # One torch thread unless the caller says otherwise: the tiny model gains nothing from
+    # more, several at once oversubscribe the cores (a loaded 2-core machine ran 3 demos
+    # 10x slower), and the thread count changes float sums, so the same one everywhere
+    # gives the same cold start.
+    env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
     with open(out.parent / f"{out.name}.log", "a") as log:
         subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
@@ -113,19 +128,20 @@ def fisher_one_sided(a: tuple[int, int], b: tuple[int, int]) -> float:
     return sum(math.comb(a[1], k) * math.comb(b[1], wins - k) for k in tail) / denominator
 
 
-def comparison(grpo: dict, baseline: dict, name: str = "GRPO") -> str:
-    """The trained run (``name``: GRPO or PPO) vs the baseline, pooled over the rollouts
-    after its first update."""
-    g, b = successes(grpo, 2), successes(baseline, 2)
+def comparison(trained: dict, other: dict, name: str = "GRPO", other_name: str = "baseline") -> str:
+    """A trained run (``name``) against another (the baseline, or a second trained run),
+    pooled over the rollouts after the first update."""
+    g, b = successes(trained, 2), successes(other, 2)
     return (
-        f"Iterations 2-{max(grpo)} (after {name}'s first update), pooled: {name} {g[0]}/{g[1]} "
-        f"successes ({g[0] / max(g[1], 1):.2f}), baseline {b[0]}/{b[1]} "
+        f"Iterations 2-{max(trained)} (after the first update), pooled: {name} {g[0]}/{g[1]} "
+        f"successes ({g[0] / max(g[1], 1):.2f}), {other_name} {b[0]}/{b[1]} "
         f"({b[0] / max(b[1], 1):.2f}); one-sided Fisher exact p = {fisher_one_sided(g, b):.2g}."
     )
 
 
-def plot(cold: dict, grpo: dict, baseline: dict, path: Path, name: str = "GRPO") -> None:
-    """Success and invalid-action rate of the rollouts, per iteration, both phases."""
+def plot(cold: dict, runs: dict[str, dict], path: Path, updates: str = "updates") -> None:
+    """Success and invalid-action rate of the rollouts, per iteration, of the cold start
+    and of each run in ``runs`` (``{label: points}``; the baseline last)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -137,20 +153,19 @@ def plot(cold: dict, grpo: dict, baseline: dict, path: Path, name: str = "GRPO")
         ("rollout/success_rate", "success rate (the env's is_success)"),
         ("rollout/invalid_action_rate", "invalid-action rate (per step)"),
     ]
+    styles = ["o-", "s-", "^-", "d-"]
     for ax, (key, label) in zip(axes, panels, strict=True):
         # x = updates before the rollouts; the cold start's rollouts (the random
         # model, before its SFT update) sit at x = -1.
         ax.plot([-1], [cold[1][key]], "ks", label="random model (before cold-start SFT)")
-        for curve_label, points, style in (
-            (name, grpo, "o-"),
-            (f"baseline (lr {BASELINE_LR})", baseline, "x--"),
-        ):
+        for i, (curve_label, points) in enumerate(runs.items()):
+            style = "x--" if curve_label.startswith("baseline") else styles[i % len(styles)]
             xs = sorted(points)
             ax.plot([x - 1 for x in xs], [points[x][key] for x in xs], style, label=curve_label)
         ax.axvline(-0.5, color="grey", linestyle=":")
         ax.text(-0.45, 0.5, "cold-start SFT", rotation=90, color="grey", fontsize=8, va="center")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_xlabel(f"{name} updates before the rollouts (0: the cold-start policy)")
+        ax.set_xlabel(f"{updates} before the rollouts (0: the cold-start policy)")
         ax.set_title(f"training rollouts: {label}", fontsize=10)
         ax.set_ylim(-0.03, 1.03)
         ax.grid(alpha=0.3)
@@ -160,7 +175,11 @@ def plot(cold: dict, grpo: dict, baseline: dict, path: Path, name: str = "GRPO")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Arguments after -- go to every run of phases 2 and 3, e.g. "
+        "-- --ppo.normalize_advantages false",
+    )
     parser.add_argument("--output-dir", type=Path, required=True)
     parser.add_argument(
         "--grpo-iterations", type=int, default=None, help="default: tiny_task.yaml's iterations"
@@ -171,42 +190,65 @@ def main() -> None:
         default="grpo",
         help="phases 2 and 3: GRPO, or PPO (value head + GAE)",
     )
-    args = parser.parse_args()
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="phase 2 twice: GRPO without and with grpo.replay (the replay of successes)",
+    )
+    parser.add_argument(
+        "--cold-start-epochs",
+        type=int,
+        default=COLD_START_EPOCHS,
+        help="SFT epochs of the cold start: fewer make a weaker starting policy",
+    )
+    args, overrides = parser.parse_known_args()
+    if overrides and overrides[0] == "--":
+        overrides = overrides[1:]
+    if overrides and not overrides[0].startswith("--"):
+        parser.error(f"unrecognised arguments: {' '.join(overrides)}")
+    if args.replay and args.algorithm == "ppo":
+        parser.error("--replay compares GRPO with and without it: PPO has no replay")
     name = args.algorithm.upper()
     out = args.output_dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    cold_dir, grpo_dir, base_dir = out / "cold_start", out / args.algorithm, out / "baseline"
-    warm = out / "cold_start_adapter"
-    iterations = [] if args.grpo_iterations is None else ["--iterations", str(args.grpo_iterations)]
-    iterations += ["--algorithm", args.algorithm]
+    common = [] if args.grpo_iterations is None else ["--iterations", str(args.grpo_iterations)]
+    common += ["--algorithm", args.algorithm, *overrides]
+    arms = {name: (out / args.algorithm, [])}
+    if args.replay:
+        arms[f"{name} + replay"] = (out / f"{args.algorithm}_replay", ["--grpo.replay", "true"])
+    arms[f"baseline (lr {BASELINE_LR})"] = (
+        out / "baseline",
+        ["--optim.learning_rate", BASELINE_LR],
+    )
 
-    print("1/3 cold start: SFT on the expert's demonstrations", flush=True)
-    seconds = {"cold start": run("train_rs.py", cold_dir, *COLD_START)}
+    cold_dir, warm = out / "cold_start", out / "cold_start_adapter"
+    print("cold start: SFT on the expert's demonstrations", flush=True)
+    cold_start = cold_start_args(args.cold_start_epochs)
+    seconds = {"cold start": run("train_rs.py", cold_dir, *cold_start)}
     shutil.rmtree(warm, ignore_errors=True)
     shutil.copytree(cold_dir / "checkpoints" / "iter_000001" / "adapter", warm)
-    print(f"2/3 {name} from the cold-start adapter", flush=True)
-    seconds[name] = run("train_grpo.py", grpo_dir, *iterations, "--model.adapter_path", str(warm))
-    print(f"3/3 baseline: the same {name} command, learning rate {BASELINE_LR}", flush=True)
-    seconds["baseline"] = run(
-        "train_grpo.py", base_dir, *iterations, "--model.adapter_path", str(warm),
-        "--optim.learning_rate", BASELINE_LR,
-    )  # fmt: skip
-    cold, grpo, baseline = curve(cold_dir), curve(grpo_dir), curve(base_dir)
-    plot(cold, grpo, baseline, out / "learning_curves.png", name)
-    text = "\n\n".join(
-        [
-            f"Iteration k: the rollouts sampled with the weights after k - 1 updates ({name} "
-            "iteration 1: the cold-start policy). The cold start's iteration 1 samples the "
-            "random model; its update is SFT on the expert's demonstrations.",
-            table("Cold start (expert iteration, 1 iteration)", cold, seconds["cold start"]),
-            table(name, grpo, seconds[name]),
-            table(f"Baseline ({name}, lr {BASELINE_LR})", baseline, seconds["baseline"]),
-            comparison(grpo, baseline, name),
-            f"Total: {sum(seconds.values()) / 60:.1f} min.",
-        ]
-    )
-    (out / "learning_curves.md").write_text(text + "\n")
-    print(text)
+    for label, (folder, extra) in arms.items():
+        print(f"{label} from the cold-start adapter", flush=True)
+        seconds[label] = run(
+            "train_grpo.py", folder, *common, "--model.adapter_path", str(warm), *extra
+        )
+    cold = curve(cold_dir)
+    curves = {label: curve(folder) for label, (folder, _) in arms.items()}
+    plot(cold, curves, out / "learning_curves.png", f"{name} updates")
+    *trained, baseline = curves
+    text = [
+        f"Iteration k: the rollouts sampled with the weights after k - 1 updates ({name} "
+        "iteration 1: the cold-start policy). The cold start's iteration 1 samples the "
+        "random model; its update is SFT on the expert's demonstrations.",
+        table("Cold start (expert iteration, 1 iteration)", cold, seconds["cold start"]),
+        *(table(label, curves[label], seconds[label]) for label in curves),
+        *(comparison(curves[t], curves[baseline], t) for t in trained),
+    ]
+    if args.replay:
+        text.append(comparison(curves[trained[1]], curves[trained[0]], trained[1], trained[0]))
+    text.append(f"Total: {sum(seconds.values()) / 60:.1f} min.")
+    (out / "learning_curves.md").write_text("\n\n".join(text) + "\n")
+    print("\n\n".join(text))
     print(f"\nwrote {out / 'learning_curves.png'} and {out / 'learning_curves.md'}")
 
 

@@ -37,7 +37,7 @@ def test_each_phase_config_loads(tmp_path: Path) -> None:
 
     demo = runpy.run_path(str(SCRIPT))  # the module's constants; main() is not called
     common = ["--config", str(demo["CONFIG"]), "--output-dir", str(tmp_path)]
-    cold, _ = parse_args(RSConfig, [*common, *demo["COLD_START"]], "cold start")
+    cold, _ = parse_args(RSConfig, [*common, *demo["cold_start_args"]()], "cold start")
     assert cold.iterations == 1
     assert cold.rs.expert_episodes >= 1
     assert cold.model.lora_modules_to_save == ["lm_head"]
@@ -93,9 +93,11 @@ def test_report_from_metrics(tmp_path: Path) -> None:
     assert demo["successes"](base, 2) == (16, 32)
     text = demo["comparison"](grpo, base)
     assert "GRPO 28/32" in text and "baseline 16/32" in text
+    text = demo["comparison"](base, grpo, "GRPO + replay", "GRPO")
+    assert "GRPO + replay 16/32" in text and ", GRPO 28/32" in text
     # Fisher's exact test, one-sided: by hand for a 2x2 table, and a tie is no evidence.
     assert demo["fisher_one_sided"]((8, 10), (2, 10)) == pytest.approx(0.01151, abs=1e-5)
     assert demo["fisher_one_sided"]((5, 10), (5, 10)) > 0.5
     assert "| 3 | 1.000 |" in demo["table"]("GRPO", grpo, 60.0)
-    demo["plot"](cold, grpo, base, tmp_path / "curves.png")
+    demo["plot"](cold, {"GRPO": grpo, "baseline": base}, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 0

@@ -148,6 +148,25 @@ def test_step_advantages_are_normalised_then_negatives_scaled() -> None:
     assert [s.advantage for s in plain] == [-0.25, 0.25]
 
 
+def test_advantages_that_are_only_the_critics_noise_are_not_blown_up() -> None:
+    # Iteration 16 of a 20-iteration PPO run on the learning demo (15/16 successes): every
+    # return ~1, the critic at 0.9997, step advantages ~1e-4. Scaled to std 1 they made an
+    # update that took the policy to 0 successes; the floor keeps them ~1e-3.
+    from uirl_agents.trainers.ppo import shape_advantages
+    from uirl_agents.trainers.update import TokenSample
+
+    raw = [3e-4, -1e-4, 2e-4, -2e-4]
+    kept = [TokenSample([], [], [1], num_tokens=1, advantage=v) for v in raw]
+    std = shape_advantages(kept, normalize=True, negative_scale=1.0, sum_all=float, std_floor=0.1)
+    assert std == pytest.approx(np.std(raw, ddof=1))
+    assert [s.advantage for s in kept] == pytest.approx(((np.array(raw) - 5e-5) / 0.1).tolist())
+    assert max(abs(s.advantage) for s in kept) < 0.01
+    # Above the floor it is the plain normalisation.
+    wide = [TokenSample([], [], [1], num_tokens=1, advantage=v) for v in (1.0, -1.0)]
+    shape_advantages(wide, normalize=True, negative_scale=1.0, sum_all=float, std_floor=0.1)
+    assert [s.advantage for s in wide] == pytest.approx([2**-0.5, -(2**-0.5)])
+
+
 def test_ppo_config_fields_and_errors() -> None:
     cfg = load_config(GRPOConfig, TINY_CPU, {"algorithm": "ppo", "rollout.group_size": "1"})
     assert cfg.trains_value_head and (cfg.ppo.gamma, cfg.ppo.lam) == (1.0, 0.95)

@@ -395,6 +395,12 @@ class PPOSection:
         True,
         help="Scale the iteration's step advantages to mean 0, std 1 (over every process).",
     )
+    advantage_std_floor: float = param(
+        0.1,
+        help="With normalize_advantages, divide by max(std, this): when almost every "
+        "episode ends alike the advantages are the critic's noise, and scaling them to "
+        "std 1 made one update wreck the policy (docs/training.md, PPO). In reward units.",
+    )
 
 
 # ---- trainers -------------------------------------------------------------------------
@@ -583,6 +589,7 @@ class GRPOConfig(TrainConfig):
         _check(p.value_coef >= 0, "ppo.value_coef", ">= 0", p.value_coef)
         if p.value_clip is not None:
             _check(p.value_clip > 0, "ppo.value_clip", "> 0 (or null: unclipped)", p.value_clip)
+        _check(p.advantage_std_floor >= 0, "ppo.advantage_std_floor", ">= 0", p.advantage_std_floor)
         if self.grpo.replay:
             raise ValueError(
                 "grpo.replay swaps episodes within GRPO groups, which PPO does not form: "
