@@ -174,6 +174,18 @@ def plot(cold: dict, runs: dict[str, dict], path: Path, updates: str = "updates"
     fig.savefig(path, dpi=100)
 
 
+def trained_arms(algorithm: str, replay: bool, out: Path) -> dict[str, tuple[Path, list[str]]]:
+    """Phases 2 and 3: ``{label: (output folder, arguments of its own)}``, the baseline
+    last; every arm also gets the common arguments."""
+    name = algorithm.upper()
+    arms = {name: (out / algorithm, [])}
+    if replay:
+        arms[f"{name} + replay"] = (out / f"{algorithm}_replay", ["--grpo.replay", "true"])
+    baseline = ["--optim.learning_rate", BASELINE_LR]
+    arms[f"baseline (lr {BASELINE_LR})"] = (out / "baseline", baseline)
+    return arms
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -213,13 +225,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     common = [] if args.grpo_iterations is None else ["--iterations", str(args.grpo_iterations)]
     common += ["--algorithm", args.algorithm, *overrides]
-    arms = {name: (out / args.algorithm, [])}
-    if args.replay:
-        arms[f"{name} + replay"] = (out / f"{args.algorithm}_replay", ["--grpo.replay", "true"])
-    arms[f"baseline (lr {BASELINE_LR})"] = (
-        out / "baseline",
-        ["--optim.learning_rate", BASELINE_LR],
-    )
+    arms = trained_arms(args.algorithm, args.replay, out)
 
     cold_dir, warm = out / "cold_start", out / "cold_start_adapter"
     print("cold start: SFT on the expert's demonstrations", flush=True)

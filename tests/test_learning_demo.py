@@ -62,6 +62,16 @@ def test_each_phase_config_loads(tmp_path: Path) -> None:
     assert 0 < baseline.optim.learning_rate < 1e-9
     baseline.optim.learning_rate = grpo.optim.learning_rate
     assert baseline == grpo
+    # --replay: a second trained arm that differs from the first only by grpo.replay.
+    arms = demo["trained_arms"]("grpo", True, tmp_path)
+    assert list(arms)[-1].startswith("baseline") and len(arms) == 3
+    replay_args = arms["GRPO + replay"][1]
+    with_replay, _ = parse_args(
+        GRPOConfig, [*common, "--model.adapter_path", str(tmp_path), *replay_args], "replay"
+    )
+    assert with_replay.grpo.replay
+    with_replay.grpo.replay = False
+    assert with_replay == grpo
 
 
 def _write_metrics(run_dir: Path, success_rates: list[float], episodes: int) -> None:
