@@ -1,7 +1,7 @@
 """The learning demo's commands parse (its config with each phase's overrides loads), and
 its report (tables, the GRPO-vs-baseline test, the plot) comes out of metrics files.
 
-The demo itself (~15 minutes) is not run here; docs/training.md has its numbers.
+The demo itself (5-10 minutes) is not run here; docs/training.md has its numbers.
 """
 
 from __future__ import annotations

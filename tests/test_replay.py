@@ -13,6 +13,7 @@ from model_fixtures import tiny_training_run
 
 from uirl_agents.models import load_model
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig
+from uirl_agents.rollout import to_step
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.cli import load_config
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
@@ -110,6 +111,7 @@ def _rollout_episodes(policy: HFPolicy, group: str, observation: dict, n: int) -
     for i in range(n):
         policy.begin_episode(i)
     steps = policy.act([observation] * n, list(range(n)))
+    no_reward = (observation, 0.0, True, False, {})  # failed unless the test says otherwise
     return [
         Episode(
             episode_id=f"{group}-{i}",
@@ -118,17 +120,7 @@ def _rollout_episodes(policy: HFPolicy, group: str, observation: dict, n: int) -
             options={"split": "train"},
             instruction=observation["instruction"],
             target_rows=[],
-            steps=[
-                Step(
-                    screenshot=None,
-                    action=s.action,
-                    messages=s.messages,
-                    model_images=s.images,
-                    prompt_ids=s.prompt_ids,
-                    completion_ids=s.completion_ids,
-                    logprobs=s.logprobs,
-                )
-            ],
+            steps=[to_step(observation, s, no_reward, policy_time_s=0.0, env_time_s=0.0)],
             group_id=group,
         )
         for i, s in enumerate(steps)
