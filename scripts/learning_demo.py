@@ -18,11 +18,16 @@ task instance: task seed 0, sheet row 2; sparse reward, success = the env's
    must get a positive one): the cold-start policy sampled for as many iterations.
 
 ``--algorithm ppo`` runs phases 2 and 3 as PPO (a value head and GAE, ``train_grpo.py
---algorithm ppo``; the same config otherwise). Not measured yet.
+--algorithm ppo``; the same config otherwise; it learns at ``-- --optim.learning_rate
+0.0005``). ``--replay`` runs phase 2 twice, without and with ``grpo.replay``;
+``--cold-start-epochs`` makes a weaker or stronger starting policy; arguments after
+``--`` go to every run of phases 2 and 3. Every phase runs with one torch thread
+(``OMP_NUM_THREADS=1`` unless set): the runs are then deterministic.
 
-Then writes ``learning_curves.png`` and ``learning_curves.md`` (the numbers, and GRPO
-against the baseline pooled over the iterations after GRPO's first update, with a
-one-sided Fisher exact test) in the output dir. Measured results: docs/training.md,
+Then writes ``learning_curves.png`` and ``learning_curves.md`` (the numbers, and each
+trained run against the baseline, and with ``--replay`` against each other, pooled
+over the iterations after the first update, with a one-sided Fisher exact test) in
+the output dir. Measured results: docs/training.md,
 "Learning demo". Each run's log is ``<output dir>/<phase>.log``.
 """
 
