@@ -191,7 +191,9 @@ def trained_arms(algorithm: str, replay: bool, out: Path) -> dict[str, tuple[Pat
     return arms
 
 
-def main() -> None:
+def parse_cli(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The demo's own arguments, and the config overrides after ``--``, checked against
+    the config now (a typo fails here, not after the cold start)."""
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
         epilog="Arguments after -- go to every run of phases 2 and 3, e.g. "
@@ -218,13 +220,26 @@ def main() -> None:
         default=COLD_START_EPOCHS,
         help="SFT epochs of the cold start: fewer make a weaker starting policy",
     )
-    args, overrides = parser.parse_known_args()
-    if overrides and overrides[0] == "--":
-        overrides = overrides[1:]
-    if overrides and not overrides[0].startswith("--"):
-        parser.error(f"unrecognised arguments: {' '.join(overrides)}")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    split = argv.index("--") if "--" in argv else len(argv)
+    args, overrides = parser.parse_args(argv[:split]), argv[split + 1 :]
     if args.replay and args.algorithm == "ppo":
         parser.error("--replay compares GRPO with and without it: PPO has no replay")
+    from uirl_agents.trainers.cli import parse_args as parse_config_args
+    from uirl_agents.trainers.config import GRPOConfig
+
+    # Exits with the trainer's own message when an override names no field or is invalid.
+    common = ["--config", str(CONFIG), "--output-dir", str(args.output_dir)]
+    parse_config_args(
+        GRPOConfig,
+        [*common, "--algorithm", args.algorithm, *overrides],
+        "learning demo overrides",
+    )
+    return args, overrides
+
+
+def main() -> None:
+    args, overrides = parse_cli()
     name = args.algorithm.upper()
     out = args.output_dir.resolve()
     out.mkdir(parents=True, exist_ok=True)

@@ -111,3 +111,22 @@ def test_report_from_metrics(tmp_path: Path) -> None:
     assert "| 3 | 1.000 |" in demo["table"]("GRPO", grpo, 60.0)
     demo["plot"](cold, {"GRPO": grpo, "baseline": base}, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_overrides_after_the_separator_are_checked_before_anything_runs(tmp_path: Path) -> None:
+    pytest.importorskip("torch")  # the trainers' config modules import it
+    demo = runpy.run_path(str(SCRIPT))
+    out = ["--output-dir", str(tmp_path / "demo")]
+    args, overrides = demo["parse_cli"](
+        [*out, "--algorithm", "ppo", "--", "--optim.learning_rate", "0.0005"]
+    )
+    assert args.algorithm == "ppo" and overrides == ["--optim.learning_rate", "0.0005"]
+    for bad in (
+        ["--", "--optim.learnig_rate", "0.0005"],  # no such field
+        ["--", "--optim.learning_rate", "fast"],  # not a number
+        ["--replay", "--algorithm", "ppo"],  # PPO has no replay
+        ["--replya"],  # the demo's own options are not passed on
+    ):
+        with pytest.raises(SystemExit):
+            demo["parse_cli"]([*out, *bad])
+    assert not (tmp_path / "demo").exists()  # nothing ran
