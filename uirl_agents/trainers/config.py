@@ -3,8 +3,9 @@
 One dataclass per trainer (:class:`RSConfig`, :class:`GRPOConfig`), both composed of
 the shared sections (:class:`ModelConfig`, :class:`EnvConfig`, :class:`RolloutConfig`,
 :class:`OptimConfig`, :class:`LoggingConfig`, :class:`CheckpointConfig`,
-:class:`EvalConfig`, :class:`HubConfig`) plus one section of their own (``rs`` / ``grpo``). A YAML file may
-hold both trainers' sections: each trainer ignores the other one's.
+:class:`EvalConfig`, :class:`HubConfig`) plus one section of their own (``rs`` /
+``grpo``). A YAML file may hold both trainers' sections: each trainer ignores the other
+one's.
 
 The help text lives once, in each field's ``metadata["help"]``; the command line
 (``--section.field VALUE``), ``--help`` and the table in docs/training.md all read it
@@ -393,7 +394,8 @@ class PPOSection:
     )
     normalize_advantages: bool = param(
         True,
-        help="Scale the iteration's step advantages to mean 0, std 1 (over every process).",
+        help="Centre the iteration's step advantages and divide them by their std (over "
+        "every process), or by advantage_std_floor when that is larger.",
     )
     advantage_std_floor: float = param(
         0.1,
