@@ -1,0 +1,203 @@
+"""Clients of the uirl OpenEnv server: OpenEnv's typed client, and a gym-like session.
+
+:class:`UirlEnvClient` is OpenEnv's ``EnvClient`` for uirl (one WebSocket, one
+session): ``reset(task=..., seed=..., options=...)`` and ``step(UirlAction(...))`` return
+OpenEnv ``StepResult`` objects holding a :class:`~uirl_gym.openenv.models.UirlObservation`.
+
+:class:`OpenEnvSession` wraps it in the shape of ``UIEnv``'s calls, for code written
+against the env (the TRL integration): screenshots as arrays, actions in the env's
+format, ``info`` as the env's.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from openenv.core import EnvClient
+from openenv.core.client_types import StepResult
+from pydantic import ValidationError
+
+from uirl_gym.actions import Action, to_action
+from uirl_gym.client import decode_image
+from uirl_gym.openenv.models import DEFAULT_TASK, UirlAction, UirlObservation, UirlState
+
+__all__ = ["OpenEnvSession", "UirlEnvClient", "decode_screenshot", "to_wire_action"]
+
+
+class UirlEnvClient(EnvClient[UirlAction, UirlObservation, UirlState]):
+    """OpenEnv's client for a uirl server (one WebSocket session).
+
+    Example (a server from ``python -m uirl_gym.openenv --port 8000``)::
+
+        client = UirlEnvClient(base_url="http://127.0.0.1:8000")
+        result = client.reset(task="uirl/FormFill-v0", seed=3)
+        result = client.step(UirlAction(action_type="left_click", x=640, y=400))
+        result.observation.is_success, result.reward, result.done
+        client.close()
+
+    Called outside an event loop it runs synchronously (OpenEnv's client); inside one,
+    ``await`` it, or use ``.sync()``. An error frame (unknown task, a step before the
+    reset, an action of the wrong shape) raises ``RuntimeError`` naming the problem;
+    the session stays open.
+    """
+
+    def _step_payload(self, action: UirlAction) -> dict[str, Any]:
+        return action.model_dump(exclude_none=True, exclude={"metadata"})
+
+    def _parse_result(self, payload: Mapping[str, Any]) -> StepResult[UirlObservation]:
+        fields = dict(payload.get("observation", {}))
+        # The env's info travels in both places; keep one.
+        metadata = payload.get("metadata") or fields.pop("metadata", None) or {}
+        fields.pop("metadata", None)
+        observation = UirlObservation(
+            **fields,
+            reward=payload.get("reward"),
+            done=bool(payload.get("done", False)),
+            metadata=metadata,
+        )
+        return StepResult(
+            observation=observation,
+            reward=payload.get("reward"),
+            done=observation.done,
+            metadata=metadata,
+        )
+
+    def _parse_state(self, payload: Mapping[str, Any]) -> UirlState:
+        return UirlState.model_validate(payload)
+
+
+def decode_screenshot(screenshot: str) -> np.ndarray:
+    """A base64 PNG screenshot as a uint8 (800, 1280, 3) array."""
+    return decode_image(base64.b64decode(screenshot), "png")
+
+
+def to_wire_action(action: Action | Mapping[str, Any]) -> UirlAction:
+    """An action in the env's format (an ``Action``, a dict with ``type`` or
+    ``action_type``, an action-space sample) as the server's :class:`UirlAction`.
+
+    Raises:
+        ValueError: unknown fields or action type, or a field of the wrong type.
+    """
+    parsed = to_action(action)
+    fields = parsed.to_dict()
+    fields["action_type"] = fields.pop("type")
+    try:
+        return UirlAction(**fields)
+    except ValidationError as exc:
+        raise ValueError(_validation_message(exc)) from None
+
+
+class OpenEnvSession:
+    """A uirl episode stream over an OpenEnv server, in ``UIEnv``'s shape.
+
+    Interface (what the TRL integration calls)::
+
+        session = OpenEnvSession("http://127.0.0.1:8000")
+        screenshot, instruction, info = session.reset("uirl/SimpleDataEntry-v0", seed=0,
+                                                      options={"num_rows": 1})
+        screenshot, reward, terminated, truncated, info = session.step(
+            {"type": "left_click", "x": 100, "y": 200})
+        session.close()
+
+    - ``screenshot``: a uint8 (800, 1280, 3) RGB array (the 1280x800 screen).
+    - ``action``: what ``UIEnv.step`` takes: an :class:`~uirl_gym.actions.Action`, a dict
+      with ``type`` (or ``action_type``) and the fields ``x``, ``y``, ``text``, ``keys``,
+      ``direction``, ``amount``, ``end_x``, ``end_y``, or an action-space sample;
+      screen pixels.
+    - ``info``: the env's info (``is_success``, the task's counts, ``progress``;
+      ``task`` and ``task_seed`` after a reset). An action the env refuses (off-screen,
+      a click without ``x``) pays the task's invalid-action penalty and sets
+      ``info["invalid_action"]``, as ``UIEnv`` does; one that cannot even be sent (an
+      unknown type or field) is not sent: reward 0, the last screenshot,
+      ``info["invalid_action"]``. A session failure ends the episode truncated with
+      ``info["error"]``.
+
+    Raises (from ``reset``/``step``):
+        RuntimeError: the server refused the call: an unknown task or option, a step
+            with no episode running (``terminated`` or ``truncated`` came back true), a
+            full server; the session stays usable.
+        ConnectionError: the server cannot be reached.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connect_timeout_s: float = 10.0,
+        message_timeout_s: float = 120.0,
+    ) -> None:
+        self.base_url = base_url
+        # The sync wrapper runs the socket on a loop thread of its own, so the session
+        # works both in plain code and under a caller's running event loop.
+        self._client = UirlEnvClient(
+            base_url=base_url,
+            connect_timeout_s=connect_timeout_s,
+            message_timeout_s=message_timeout_s,
+        ).sync()
+        self._client.connect()
+        self._screenshot: np.ndarray | None = None
+        self._is_success = False
+
+    def reset(
+        self,
+        task: str = DEFAULT_TASK,
+        seed: int | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> tuple[np.ndarray, str, dict[str, Any]]:
+        """Start an episode of ``task`` (a Gymnasium id): (screenshot, instruction, info)."""
+        result = self._client.reset(task=task, seed=seed, options=dict(options or {}))
+        observation = result.observation
+        self._screenshot = decode_screenshot(observation.screenshot)
+        self._is_success = observation.is_success
+        return self._screenshot, observation.instruction, dict(observation.metadata)
+
+    def step(
+        self, action: Action | Mapping[str, Any]
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Act: (screenshot, reward, terminated, truncated, info), as ``UIEnv.step``."""
+        if self._screenshot is None:
+            raise RuntimeError("no episode is running: call reset(task=...) before step()")
+        try:
+            wire = to_wire_action(action)
+        except (ValueError, TypeError) as exc:
+            info = {
+                "invalid_action": f"{type(exc).__name__}: {exc}",
+                "is_success": self._is_success,
+            }
+            return self._screenshot, 0.0, False, False, info
+        result = self._client.step(wire)
+        observation = result.observation
+        self._screenshot = decode_screenshot(observation.screenshot)
+        self._is_success = observation.is_success
+        info = dict(observation.metadata)
+        return (
+            self._screenshot,
+            float(result.reward or 0.0),
+            observation.terminated,
+            observation.truncated,
+            info,
+        )
+
+    def state(self) -> UirlState:
+        """The server's view of the episode (task, seed, step count, return)."""
+        return self._client.state()
+
+    def close(self) -> None:
+        """Close the WebSocket: the server closes the session (and its browser)."""
+        self._client.close()
+
+    def __enter__(self) -> OpenEnvSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _validation_message(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in error['loc']) or 'action'}: {error['msg']}"
+        for error in exc.errors()
+    )
