@@ -187,10 +187,20 @@ def test_two_concurrent_sessions_rewards_errors_and_disconnect(server_url: str) 
         assert sde.env is None
         assert sn.env is not None  # the other session is untouched
         session.step({"type": "screenshot"})
+
+        # A session the server closes (what the idle reaper does) ends the episode
+        # truncated; the next reset opens a new session.
+        sn.close()
+        _shot, reward, terminated, truncated, info = session.step({"type": "screenshot"})
+        assert truncated and not terminated and "session was closed" in info["error"]
+        _shot, again, _info = session.reset(SN, seed=1)
+        assert again == instruction
     finally:
         expert_client.close()
         session.close()
-    wait_for(lambda: sn.env is None, 20, "the second session to close")
+    wait_for(
+        lambda: all(e.env is None for e in RecordingEnvironment.instances), 20, "sessions to close"
+    )
 
 
 def test_only_openenv_routes_are_exposed(server_url: str) -> None:
@@ -208,7 +218,7 @@ def test_only_openenv_routes_are_exposed(server_url: str) -> None:
     }
     assert set(schema["state"]["properties"]) >= {"episode_id", "step_count", "task", "seed"}
     # The session server's token routes are not proxied, and OpenEnv's stateless HTTP
-    # routes and /mcp are not registered.
+    # routes are not registered (production mode).
     for method, path in [
         ("post", "/reset"),
         ("get", "/oracle"),
@@ -216,13 +226,16 @@ def test_only_openenv_routes_are_exposed(server_url: str) -> None:
         ("get", "/state"),
         ("get", "/act?action_type=screenshot"),
         ("get", "/progress"),
-        ("post", "/mcp"),
     ]:
         response = requests.request(method, server_url + path, json={}, timeout=10)
         assert response.status_code in (404, 405), (path, response.status_code)
     started = len(RecordingEnvironment.instances)
     assert requests.get(f"{server_url}/metadata", timeout=10).json()["name"] == "uirl"
-    # /metadata builds an environment and closes it: no session server is started.
+    # /mcp answers JSON-RPC (OpenEnv's runtime check) but has no tools to reach a session.
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "oracle"}}
+    answer = requests.post(f"{server_url}/mcp", json=call, timeout=10).json()
+    assert "does not support MCP" in answer["error"]["message"]
+    # /metadata and /mcp build an environment and close it: no session server starts.
     assert all(e.env is None for e in RecordingEnvironment.instances[started:])
 
 

@@ -39,7 +39,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--idle-timeout-s",
         type=float,
         default=defaults.idle_timeout_s,
-        help="close sessions no WebSocket holds after this long idle",
+        help="close a session after this long without a message (0: never)",
     )
     p.add_argument("--browser", help="Chromium executable (default: $UIRL_CHROMIUM, then search)")
     p.add_argument(
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
             max_sessions=args.max_sessions,
             max_steps=args.max_steps,
             reward_mode=args.reward_mode,
-            idle_timeout_s=args.idle_timeout_s,
+            idle_timeout_s=args.idle_timeout_s or None,
             runtime=runtime,
             local=LocalRuntimeConfig(browser=args.browser),
         )

@@ -12,19 +12,29 @@ format, ``info`` as the env's.
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from openenv.core import EnvClient
 from openenv.core.client_types import StepResult
+from openenv.core.sync_client import SyncEnvClient
 from pydantic import ValidationError
 
 from uirl_gym.actions import Action, to_action
 from uirl_gym.client import decode_image
-from uirl_gym.openenv.models import DEFAULT_TASK, UirlAction, UirlObservation, UirlState
+from uirl_gym.openenv.models import (
+    DEFAULT_TASK,
+    SESSION_CLOSED,
+    UirlAction,
+    UirlObservation,
+    UirlState,
+)
 
 __all__ = ["OpenEnvSession", "UirlEnvClient", "decode_screenshot", "to_wire_action"]
+
+logger = logging.getLogger(__name__)
 
 
 class UirlEnvClient(EnvClient[UirlAction, UirlObservation, UirlState]):
@@ -113,7 +123,8 @@ class OpenEnvSession:
       ``info["invalid_action"]``, as ``UIEnv`` does; one that cannot even be sent (an
       unknown type or field) is not sent: reward 0, the last screenshot,
       ``info["invalid_action"]``. A session failure ends the episode truncated with
-      ``info["error"]``.
+      ``info["error"]``; so does a session the server closed for idleness (the next
+      ``reset`` opens a new one).
 
     Raises (from ``reset``/``step``):
         RuntimeError: the server refused the call: an unknown task or option, a step
@@ -130,16 +141,20 @@ class OpenEnvSession:
         message_timeout_s: float = 120.0,
     ) -> None:
         self.base_url = base_url
-        # The sync wrapper runs the socket on a loop thread of its own, so the session
-        # works both in plain code and under a caller's running event loop.
-        self._client = UirlEnvClient(
-            base_url=base_url,
-            connect_timeout_s=connect_timeout_s,
-            message_timeout_s=message_timeout_s,
-        ).sync()
-        self._client.connect()
+        self._timeouts = {
+            "connect_timeout_s": connect_timeout_s,
+            "message_timeout_s": message_timeout_s,
+        }
+        self._client = self._connect()
         self._screenshot: np.ndarray | None = None
         self._is_success = False
+
+    def _connect(self) -> SyncEnvClient:
+        # The sync wrapper runs the socket on a loop thread of its own, so the session
+        # works both in plain code and under a caller's running event loop.
+        client = UirlEnvClient(base_url=self.base_url, **self._timeouts).sync()
+        client.connect()
+        return client
 
     def reset(
         self,
@@ -147,8 +162,21 @@ class OpenEnvSession:
         seed: int | None = None,
         options: Mapping[str, Any] | None = None,
     ) -> tuple[np.ndarray, str, dict[str, Any]]:
-        """Start an episode of ``task`` (a Gymnasium id): (screenshot, instruction, info)."""
-        result = self._client.reset(task=task, seed=seed, options=dict(options or {}))
+        """Start an episode of ``task`` (a Gymnasium id): (screenshot, instruction, info).
+
+        A session the server closed (idle longer than its ``--idle-timeout-s``) is
+        replaced by a new one first.
+        """
+        kwargs = {"task": task, "seed": seed, "options": dict(options or {})}
+        try:
+            result = self._client.reset(**kwargs)
+        except RuntimeError as exc:
+            if SESSION_CLOSED not in str(exc):
+                raise
+            logger.warning("the server closed this session (%s); opening a new one", exc)
+            self._client.close()
+            self._client = self._connect()
+            result = self._client.reset(**kwargs)
         observation = result.observation
         self._screenshot = decode_screenshot(observation.screenshot)
         self._is_success = observation.is_success
@@ -163,12 +191,16 @@ class OpenEnvSession:
         try:
             wire = to_wire_action(action)
         except (ValueError, TypeError) as exc:
-            info = {
-                "invalid_action": f"{type(exc).__name__}: {exc}",
-                "is_success": self._is_success,
-            }
-            return self._screenshot, 0.0, False, False, info
-        result = self._client.step(wire)
+            message = f"{type(exc).__name__}: {exc}"
+            return self._screenshot, 0.0, False, False, self._info(invalid_action=message)
+        try:
+            result = self._client.step(wire)
+        except RuntimeError as exc:
+            if SESSION_CLOSED not in str(exc):
+                raise
+            # As UIEnv does when its session fails mid-episode: the episode ends
+            # truncated with the error; the next reset opens a new session.
+            return self._screenshot, 0.0, False, True, self._info(error=str(exc))
         observation = result.observation
         self._screenshot = decode_screenshot(observation.screenshot)
         self._is_success = observation.is_success
@@ -180,6 +212,9 @@ class OpenEnvSession:
             observation.truncated,
             info,
         )
+
+    def _info(self, **fields: str) -> dict[str, Any]:
+        return {"is_success": self._is_success, **fields}
 
     def state(self) -> UirlState:
         """The server's view of the episode (task, seed, step count, return)."""

@@ -20,6 +20,9 @@ from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field
 
 DEFAULT_TASK = "uirl/SimpleDataEntry-v0"
+# The error of a call on a session the server closed (idle too long); clients that see
+# it open a new WebSocket session.
+SESSION_CLOSED = "this session was closed (idle too long?): open a new WebSocket session"
 
 # Every action type of the env (``uirl_gym.actions.ActionType``), spelled out for the
 # schema; tests/test_openenv.py checks that the two lists agree.

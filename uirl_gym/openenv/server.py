@@ -13,11 +13,12 @@ session's token) are never reachable through this app: the env talks to its sess
 from inside this process with the token its runtime made, and this app proxies no HTTP
 to it. The app is built in OpenEnv's production mode, so OpenEnv's own stateless HTTP
 ``/reset``, ``/step`` and ``/state`` are not registered either (each call would start and
-stop a browser for one step); ``/mcp`` (HTTP and WebSocket) is removed: uirl has no
-MCP tools, and its ``openenv/session/create`` makes sessions that no disconnect closes.
-What is left: ``/ws``, ``/health``, ``/schema``, ``/metadata``, OpenEnv's task-API
-routes (``/list_environments``, ``/uirl/splits``, ...: 501, uirl does not list task
-instances) and ``/docs``, ``/openapi.json``.
+stop a browser for one step). What it serves: ``/ws``, ``/health``, ``/schema``,
+``/metadata``, ``/mcp`` (JSON-RPC; uirl has no MCP tools, so only OpenEnv's
+``openenv/session/create``/``close`` do anything: such a session holds no browser until
+a WebSocket attached to it resets, and the idle reaper closes it), OpenEnv's task-API
+routes (``/list_environments``, ``/uirl/splits``, ...: 501, uirl lists no task
+instances) and ``/docs``, ``/openapi.json``. ``openenv validate --url`` passes.
 """
 
 from __future__ import annotations
@@ -37,14 +38,19 @@ from typing import Any, Literal
 
 import numpy as np
 from fastapi import FastAPI
-from fastapi.routing import APIRoute, APIWebSocketRoute
 from openenv.core.env_server import ConcurrencyConfig, Environment, create_app
 from openenv.core.env_server.types import EnvironmentMetadata
 from PIL import Image
 
 from uirl_gym import MAX_EPISODE_STEPS
 from uirl_gym.env import ResetNeededError, UIEnv
-from uirl_gym.openenv.models import DEFAULT_TASK, UirlAction, UirlObservation, UirlState
+from uirl_gym.openenv.models import (
+    DEFAULT_TASK,
+    SESSION_CLOSED,
+    UirlAction,
+    UirlObservation,
+    UirlState,
+)
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks import TASKS, TaskSpec
@@ -61,8 +67,6 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ENV_NAME = "uirl"
-# Routes create_app registers that this app takes out again (see the module docstring).
-REMOVED_ROUTES = frozenset({"/mcp"})
 # zlib level 1: a 1280x800 task frame in ~17 ms instead of ~25 ms at Pillow's default 6,
 # for a file 4-8% larger (~120-150 KB; measured in docs/openenv.md).
 PNG_COMPRESS_LEVEL = 1
@@ -79,8 +83,11 @@ class ServerConfig:
             TimeLimit, 60).
         reward_mode: ``"sparse"`` (the task's record) or ``"dense"`` (plus its shaping).
         step_timeout_s: how long one action may take in the session.
-        idle_timeout_s: sessions not attached to a WebSocket and idle this long are
-            closed by OpenEnv's reaper (None: never).
+        idle_timeout_s: a session that gets no message for this long is closed by
+            OpenEnv's reaper, even with its WebSocket open (the next call is refused with
+            :data:`~uirl_gym.openenv.models.SESSION_CLOSED`; ``OpenEnvSession`` reconnects);
+            it also ends sessions made through ``/mcp`` that no WebSocket closes. None:
+            never.
         runtime: the runtime every session comes from (e.g. a ``KubernetesRuntime`` with
             a warm pool; sessions go back to it on disconnect); None: each WebSocket
             session starts a ``LocalRuntime`` of its own, stopped on disconnect.
@@ -92,7 +99,7 @@ class ServerConfig:
     max_steps: int = MAX_EPISODE_STEPS
     reward_mode: Literal["sparse", "dense"] = "sparse"
     step_timeout_s: float = 30.0
-    idle_timeout_s: float | None = 600.0
+    idle_timeout_s: float | None = 3600.0
     runtime: Runtime | None = None
     local: LocalRuntimeConfig = field(default_factory=LocalRuntimeConfig)
 
@@ -216,6 +223,8 @@ class UirlEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
         Raises:
             ResetNeededError: no episode is running (no reset yet, or it ended).
         """
+        if self._closed:
+            raise RuntimeError(SESSION_CLOSED)
         if self.env is None or self._state.task is None:
             raise ResetNeededError(
                 "no episode is running: reset first, e.g. client.reset(task='uirl/SimpleDataEntry-v0')"
@@ -275,7 +284,7 @@ class UirlEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
     def _ensure_env(self, spec: TaskSpec) -> UIEnv:
         with self._lock:
             if self._closed:
-                raise RuntimeError("this session was closed; open a new WebSocket session")
+                raise RuntimeError(SESSION_CLOSED)
             if self.env is not None:
                 return self.env
             runtime = self.config.runtime
@@ -364,10 +373,5 @@ def make_app(
         state_cls=UirlState,
         mode="production",
     )
-    app.router.routes[:] = [
-        route
-        for route in app.router.routes
-        if not (isinstance(route, APIRoute | APIWebSocketRoute) and route.path in REMOVED_ROUTES)
-    ]
     app.title = "uirl on OpenEnv"
     return app
