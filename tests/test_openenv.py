@@ -4,6 +4,7 @@ actions as errors, sessions closed on disconnect, what the app does not expose."
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 import subprocess
@@ -17,6 +18,8 @@ from typing import ClassVar
 
 import pytest
 import requests
+import yaml
+from fastapi import FastAPI
 
 pytest.importorskip("openenv", reason="needs the openenv extra: pip install -e '.[openenv]'")
 
@@ -249,6 +252,17 @@ def test_models_and_task_names() -> None:
     assert resolve_task("mail_triage").env_id == "uirl/MailTriage-v0"
     with pytest.raises(ValueError, match="registered: uirl/CalendarBooking-v0"):
         resolve_task("uirl/Nope-v0")
+
+
+def test_manifest_names_the_app_and_docker_runs_the_server() -> None:
+    folder = ROOT / "uirl_gym" / "openenv"
+    manifest = yaml.safe_load((folder / "openenv.yaml").read_text())
+    module, attribute = manifest["app"].split(":")
+    assert isinstance(getattr(importlib.import_module(module), attribute), FastAPI)
+    assert manifest["name"] == "uirl" and manifest["action"] == UirlAction.__name__
+    dockerfile = (folder / "Dockerfile").read_text()
+    assert 'pip install ".[openenv]"' in dockerfile and "chromium-headless-shell" in dockerfile
+    assert '"-m", "uirl_gym.openenv"' in dockerfile
 
 
 def test_cli_serves_and_stops_its_sessions(tmp_path: Path) -> None:
