@@ -242,6 +242,20 @@ def test_only_openenv_routes_are_exposed(server_url: str) -> None:
     assert all(e.env is None for e in RecordingEnvironment.instances[started:])
 
 
+def test_a_full_server_refuses_the_next_session(server_url: str) -> None:
+    """max_sessions=3: the 4th WebSocket gets CAPACITY_REACHED (no browser starts
+    before a reset, so open sessions cost nothing here)."""
+    clients = [UirlEnvClient(base_url=server_url) for _ in range(4)]
+    try:
+        for client in clients[:3]:
+            assert client.state().step_count == 0
+        with pytest.raises(RuntimeError, match="CAPACITY_REACHED"):
+            clients[3].state()
+    finally:
+        for client in clients:
+            client.close()
+
+
 def test_models_and_task_names() -> None:
     assert set(ACTION_TYPE_NAMES) == {t.value for t in ActionType}
     wire = to_wire_action({"action_type": "drag", "x": 1, "y": 2, "end_x": 3, "end_y": 4})
