@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         app = make_app(config)
     except ValueError as exc:
         logger.error("%s", exc)
+        if runtime is not None:
+            runtime.close()
         return 2
     if args.port_file:
         tmp = f"{args.port_file}.tmp"

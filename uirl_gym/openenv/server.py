@@ -202,6 +202,8 @@ class UirlEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
         if "task" in asked:
             raise ValueError("options: give the task as reset(task=...), not in options")
         spec = resolve_task(task)
+        # Whatever happens below, the previous episode is over.
+        self._ended = True
         env = self._ensure_env(spec)
         obs, info = env.reset(seed=seed, options={**asked, "task": spec.name})
         self._instruction = obs["instruction"]
@@ -222,6 +224,7 @@ class UirlEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
 
         Raises:
             ResetNeededError: no episode is running (no reset yet, or it ended).
+            RuntimeError: the session was closed (:data:`SESSION_CLOSED`).
         """
         if self._closed:
             raise RuntimeError(SESSION_CLOSED)
