@@ -176,11 +176,31 @@ class _GymBackend:
         self.env.close()
 
 
+class _OpenEnvBackend:
+    """A session on an OpenEnv server (``python -m uirl_gym.openenv``), over its WebSocket."""
+
+    def __init__(self, config: EnvironmentConfig) -> None:
+        from uirl_gym.openenv import OpenEnvSession
+
+        self.session = OpenEnvSession(config.openenv_url, message_timeout_s=config.step_timeout_s)
+        self.task = TASKS[config.task].env_id
+        self.split = config.split
+
+    def reset(self, seed: int | None, options: dict[str, Any]) -> tuple[np.ndarray, str, dict]:
+        options = {"split": self.split, **options}
+        task = options.pop("task", self.task)
+        return self.session.reset(task=task, seed=seed, options=options)
+
+    def step(self, action: dict[str, Any]) -> tuple[np.ndarray, float, bool, bool, dict]:
+        return self.session.step(action)
+
+    def close(self) -> None:
+        self.session.close()
+
+
 def _open_backend(config: EnvironmentConfig) -> EpisodeBackend:
     if config.openenv_url:
-        from uirl_gym.openenv.client import OpenEnvSession
-
-        return OpenEnvSession(config.openenv_url, task=config.task, split=config.split)
+        return _OpenEnvBackend(config)
     return _GymBackend(config)
 
 
