@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXPECTED = {
     "qwen2.5-vl": ("Qwen2_5_VLForConditionalGeneration", "qwen2.5-vl"),
     "qwen2-vl": ("Qwen2VLForConditionalGeneration", "qwen2.5-vl"),
+    "qwen3-vl": ("Qwen3VLForConditionalGeneration", "text"),
     "llava": ("LlavaForConditionalGeneration", "text"),
     "llava-next": ("LlavaNextForConditionalGeneration", "text"),
     "idefics3": ("Idefics3ForConditionalGeneration", "text"),

@@ -151,7 +151,9 @@ def test_grpo_trainer_trains_on_every_screenshot_with_the_envs_reward(taught_mod
     assert images == 8 + calls  # 8 rollouts: one reset screenshot each
     assert sum(trained_images) == images, (trained_images, episodes)
     # TRL also counts the calls made after an episode ended (they run nothing).
-    assert all(h["tools/call_frequency"] >= e["calls"] / 4 for h, e in zip(logs, episodes, strict=True))
+    assert all(
+        h["tools/call_frequency"] >= e["calls"] / 4 for h, e in zip(logs, episodes, strict=True)
+    )
 
     # TRL's logged reward is the environments' own episode reward.
     name = env_class.__name__
