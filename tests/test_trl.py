@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -340,3 +341,37 @@ def test_train_trl_script_runs_and_writes_trainer_state(tmp_path: Path) -> None:
     assert all(h["tools/call_frequency"] > 0 and h["uirl/images"] > 1 for h in steps)
     assert "closed 4 browser sessions" in done.stderr
     assert (tmp_path / "run" / "model.safetensors").exists()
+
+
+CTRL_C_SCRIPT = """
+import json, sys, time
+from uirl_agents.integrations.trl import make_environment
+from uirl_gym.runtimes.local import descendant_pids
+envs = [make_environment("uirl/FormFill-v0")() for _ in range(2)]
+pids = []
+for env in envs:
+    env.reset(seed=1)
+    uienv = env._holder["backend"].env
+    pid = uienv._runtime.pid(uienv.session)
+    pids += [pid, *descendant_pids(pid)]
+print(json.dumps(pids), flush=True)
+time.sleep(120)
+"""
+
+
+def test_ctrl_c_leaves_no_browser_behind() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_SCRIPT],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        pids = json.loads(process.stdout.readline())
+        assert len(pids) >= 4 and all(alive(p) for p in pids)  # 2 servers, their browsers
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+    assert not [p for p in pids if alive(p)]

@@ -30,6 +30,18 @@ def _stock_qwen2_vl_template() -> str:
     return qwen2_5_vl_chat_template
 
 
+def _is_qwen2_vl_template(template: str | None) -> bool:
+    """The stock Qwen2-VL / Qwen2.5-VL template, or a copy of it (a fine-tune such as
+    UI-TARS-1.5 may re-save it with other whitespace): Qwen's turn and image markers and
+    no tool handling."""
+    if template is None:
+        return False
+    if template == _stock_qwen2_vl_template():
+        return True
+    markers = ("<|im_start|>", "<|vision_start|><|image_pad|><|vision_end|>")
+    return all(m in template for m in markers) and "tool" not in template
+
+
 def use_tool_chat_template(processor: Any) -> Any:
     """Make ``processor`` (a VL processor or a tokenizer) ready for TRL's tool calling.
 
@@ -54,7 +66,7 @@ def use_tool_chat_template(processor: Any) -> Any:
 
     if supports_tool_calling(processor):
         return processor
-    if processor.chat_template != _stock_qwen2_vl_template():
+    if not _is_qwen2_vl_template(processor.chat_template):
         raise ValueError(
             "the chat template cannot render tool calls, and it is not the stock Qwen2-VL / "
             "Qwen2.5-VL / UI-TARS-1.5 template that uirl knows how to replace: set "
