@@ -375,3 +375,47 @@ def test_ctrl_c_leaves_no_browser_behind() -> None:
     finally:
         process.kill()
     assert not [p for p in pids if alive(p)]
+
+
+def test_tool_template_renders_tool_free_chats_as_the_stock_one(tmp_path: Path) -> None:
+    from PIL import Image
+    from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
+
+    from uirl_agents.models import load_processor
+
+    processor = load_processor(build_tiny_model("qwen2.5-vl", tmp_path))
+    assert not supports_tool_calling(processor)  # the stock Qwen2.5-VL template
+    image = Image.new("RGB", (56, 56))
+    chats = [
+        [
+            {"role": "user", "content": [{"type": "image", "image": image}, {"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "click(1, 2)"}]},
+        ],
+        [
+            {"role": "system", "content": [{"type": "text", "text": "Be brief."}]},
+            {"role": "user", "content": "a"},
+            {"role": "assistant", "content": "b"},
+            {"role": "user", "content": [{"type": "text", "text": "c"}, {"type": "image", "image": image}]},
+        ],
+    ]  # fmt: skip
+
+    def renders() -> list[str]:
+        return [
+            processor.apply_chat_template(chat, tokenize=False, add_generation_prompt=prompt)
+            for chat in chats
+            for prompt in (False, True)
+        ]
+
+    stock = renders()
+    use_tool_chat_template(processor)
+    assert renders() == stock
+    assert supports_tool_calling(processor) and is_chat_template_prefix_preserving(processor)
+    parsed = processor.tokenizer.parse_response(
+        '<tool_call>\n{"name": "click", "arguments": {"x": 3, "y": 4}}\n</tool_call><|im_end|>',
+        prefix="",
+    )
+    assert parsed["tool_calls"][0]["function"] == {"name": "click", "arguments": {"x": 3, "y": 4}}
+
+    processor.chat_template = "{{ messages[0]['content'] }}"  # some other tool-less template
+    with pytest.raises(ValueError, match="cannot render tool calls"):
+        use_tool_chat_template(processor)
