@@ -144,3 +144,41 @@ def test_long_text_upstream_would_type_is_typed(client: SessionClient) -> None:
     response = act(client.base_url, action_type="type", text="é" * 600)
     assert response.status_code == 200, response.text
     assert client.oracle()["inputs"]["email"]["value"] == "é" * 600
+
+
+def test_a_parameter_name_no_header_can_hold_is_named_safely(client: SessionClient) -> None:
+    """``zz%20=1`` made an illegal header: the click ran, then the answer was dropped."""
+    client.reset(seed=0, options={"rows": [0]})
+    base = client.base_url
+    x, y = centre(client.oracle()["inputs"]["first_name"]["box"])
+    # The probe's request, as sent: the header ended in a space.
+    response = requests.get(
+        f"{base}/act?action_type=left_click&x={x}&y={y}&zz%20=1", timeout=TIMEOUT_S
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["X-Ignored-Params"] == "zz%20"
+    odd = {"zz ": "1", " lead": "1", "tab\there": "1", "é": "1", "del\x7f": "1", "": "1"}
+    response = act(base, action_type="left_click", x=x, y=y, **odd)
+    assert response.status_code == 200, response.text
+    named = response.headers["X-Ignored-Params"]
+    assert "zz%20" in named and "%20lead" in named and "tab%09here" in named
+    assert "%C3%A9" in named and "del%7F" in named
+    assert client.oracle()["focused"] == "first_name"
+
+
+def test_every_header_built_from_input_can_be_sent() -> None:
+    import json
+
+    import h11
+
+    from uirl_gym.server.app import progress_header, safe_headers
+
+    record = {"events": [{"title": "a\x7fb\u00e9\n\t "}]}
+    for headers in (
+        safe_headers({"X-A": "zz ", "X-B": " x", "X-C": "t\tab\x00\x7f\u00e9\u4f60", "X-D": ""}),
+        {"X-Progress": progress_header(record)},
+    ):
+        # h11 is what refused the value (and dropped the answer): ask it directly.
+        h11.Response(status_code=200, headers=list(headers.items()))
+    assert json.loads(progress_header(record)) == record
+    assert safe_headers({"X-A": "zz "}) == {"X-A": "zz%20"}

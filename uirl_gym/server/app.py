@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -18,7 +19,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -316,21 +317,49 @@ async def act(request: Request) -> Response:
         "X-Height": str(SCREEN_HEIGHT),
         # The task's record after the action, so that a client computing rewards needs
         # no second round trip (same JSON as GET /progress).
-        "X-Progress": json.dumps(state.task.progress(), separators=(",", ":")),
+        "X-Progress": progress_header(state.task.progress()),
     }
     # What a lenient reading changed, so that a client can tell (never silently).
     if parsed.clamped:
         headers["X-Clamped"] = ", ".join(parsed.clamped)
     if parsed.ignored:
         headers["X-Ignored-Params"] = ", ".join(_header_safe(n) for n in parsed.ignored)
-    return Response(image, media_type=MEDIA_TYPES[parsed.image_format], headers=headers)
+    return Response(
+        image, media_type=MEDIA_TYPES[parsed.image_format], headers=safe_headers(headers)
+    )
 
 
 def _header_safe(name: str) -> str:
-    # Parameter names come from the client: keep the header ASCII, printable and short.
-    safe = name.encode("ascii", "backslashreplace").decode()
-    safe = "".join(c if c.isprintable() and c != "," else "?" for c in safe)
+    # Parameter names come from the client: percent-encode them (UTF-8) so that the
+    # header is printable ASCII without spaces at either end (h11 drops the whole answer,
+    # after the action ran, for a value like "zz "), and two names cannot run together.
+    safe = quote(name, safe="")
     return safe if len(safe) <= 40 else safe[:37] + "..."
+
+
+def progress_header(progress: Mapping[str, Any]) -> str:
+    """The record as a header value: JSON in ASCII (DEL, which ``json.dumps`` leaves
+    alone and no header may hold, is escaped too: an agent can type it into a record)."""
+    return json.dumps(progress, separators=(",", ":")).replace("\x7f", "\\u007f")
+
+
+# RFC 9110 field-value, as h11 checks it, in ASCII: visible characters, spaces inside.
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+
+
+def safe_headers(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` with every value a server may send; an unsendable one is percent-encoded.
+
+    The last line of defence: an answer whose header h11 refuses is dropped after the
+    action ran, and the client cannot tell whether its click happened.
+    """
+    out = {}
+    for name, value in headers.items():
+        if value and not _HEADER_VALUE.fullmatch(value):
+            logger.warning("header %s: unsendable value %r, percent-encoded", name, value[:80])
+            value = quote(value, safe="".join(map(chr, range(0x21, 0x7F))).replace("%", ""))
+        out[name] = value
+    return out
 
 
 @router.get("/progress")
