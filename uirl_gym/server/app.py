@@ -3,7 +3,8 @@
 Requests that touch the browser (act, reset, oracle) are serialised by one lock: a
 session serves one agent. The task app records submissions through an in-browser
 binding (``window.uirlRecord``), never through HTTP, so nobody who can reach the server
-can fake one; ``/reset`` and ``/oracle`` need the session's token (see ``guards``).
+can fake one; ``/reset`` and ``/oracle`` need the session's token (see ``guards``), and
+``/progress`` (like ``/act``'s ``X-Progress``) gives its detail only with that token.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import json
 import logging
 import re
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -172,6 +174,23 @@ async def _browser_error(state: SessionState, exc: Exception, what: str) -> HTTP
     )
 
 
+def has_token(request: Request) -> bool:
+    """Whether the request carries this session's token (none or a wrong one: False)."""
+    state: SessionState = request.app.state.session
+    presented = presented_token(request.headers)
+    return presented is not None and secrets.compare_digest(
+        presented.encode(), state.token.encode()
+    )
+
+
+def task_record(request: Request) -> dict[str, Any]:
+    """The task's record as this request may see it: whole with the session token (the
+    env's reward needs which goal is met), else only what reveals no answer (an agent
+    that can make HTTP calls must not test its guesses through /progress)."""
+    state: SessionState = request.app.state.session
+    return state.task.progress() if has_token(request) else state.task.public_progress()
+
+
 def require_token(request: Request, what: str) -> None:
     """Raise 401/403 unless the request carries this session's token."""
     state: SessionState = request.app.state.session
@@ -316,8 +335,8 @@ async def act(request: Request) -> Response:
         "X-Width": str(SCREEN_WIDTH),
         "X-Height": str(SCREEN_HEIGHT),
         # The task's record after the action, so that a client computing rewards needs
-        # no second round trip (same JSON as GET /progress).
-        "X-Progress": progress_header(state.task.progress()),
+        # no second round trip (same JSON as GET /progress, token rule included).
+        "X-Progress": progress_header(task_record(request)),
     }
     # What a lenient reading changed, so that a client can tell (never silently).
     if parsed.clamped:
@@ -364,8 +383,7 @@ def safe_headers(headers: dict[str, str]) -> dict[str, str]:
 
 @router.get("/progress")
 async def progress(request: Request) -> JSONResponse:
-    state: SessionState = request.app.state.session
-    return JSONResponse(state.task.progress())
+    return JSONResponse(task_record(request))
 
 
 @router.get("/oracle")
