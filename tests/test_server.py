@@ -129,6 +129,8 @@ def test_ui_verifiers_client_works_unchanged(session: SessionInfo) -> None:
         ({"action_type": "type"}, "text:"),
         ({"action_type": "keys", "keys": "ctrl+banana"}, "keys: unknown key 'banana'"),
         ({"action_type": "keys", "keys": "hyper+c"}, "keys: unknown modifier 'hyper'"),
+        # A non-breaking space is named, not taken for an empty combination.
+        ({"action_type": "keys", "keys": "\xa0"}, "'\\xa0' (U+00A0 NO-BREAK SPACE) is not a key"),
         ({"action_type": "scroll", "x": 5, "y": 5}, "direction"),
         ({"action_type": "scroll", "direction": "sideways"}, "direction: unknown"),
         ({"action_type": "scroll", "direction": "down", "amount": "x"}, "amount"),
