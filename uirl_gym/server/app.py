@@ -10,6 +10,7 @@ can fake one; ``/reset`` and ``/oracle`` need the session's token (see ``guards`
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import re
@@ -27,8 +28,8 @@ from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from uirl_gym.runtimes.base import SESSION_HEADER, new_session_token
-from uirl_gym.server.act_params import parse_act_query
+from uirl_gym.runtimes.base import ACTION_ID_HEADER, SESSION_HEADER, new_session_token
+from uirl_gym.server.act_params import ActRequest, parse_act_query
 from uirl_gym.server.backends import BrowserBackend, make_browser_session
 from uirl_gym.server.chromium import ImageFormat, find_browser
 from uirl_gym.server.errors import browser_errors
@@ -44,6 +45,11 @@ from uirl_gym.tasks import make_task, task_spec
 from uirl_gym.tasks.base import Task, TaskOptionsError
 
 logger = logging.getLogger(__name__)
+
+# Answers remembered for retried actions (a client retries its last one only; a raw
+# screenshot is 3 MB, so few).
+ACTIONS_REMEMBERED = 4
+ACTION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 
 MEDIA_TYPES = {
     ImageFormat.PNG: "image/png",
@@ -113,6 +119,13 @@ class SessionState:
         self.started_at = datetime.now(UTC)
         self.ready = False
         self.instruction = ""
+        # The answers to the last actions sent with an action id (see act()).
+        self.done_actions: collections.OrderedDict[str, ActionOutcome] = collections.OrderedDict()
+
+    def remember(self, action_id: str, outcome: ActionOutcome) -> None:
+        self.done_actions[action_id] = outcome
+        while len(self.done_actions) > ACTIONS_REMEMBERED:
+            self.done_actions.popitem(last=False)
 
     def task_named(self, name: str) -> Task:
         """This session's object for task ``name`` (``ValueError``: unknown task)."""
@@ -306,45 +319,103 @@ async def reset(request: Request) -> JSONResponse:
     return JSONResponse(result)
 
 
+@dataclass
+class ActionOutcome:
+    """What one ``GET /act`` answered, kept to answer a retry of it (same action id).
+
+    The record is kept both ways (whole and public), so that the replay's ``X-Progress``
+    follows the token rule of the request that asks again.
+    """
+
+    status: int
+    body: bytes
+    media_type: str
+    headers: dict[str, str] = field(default_factory=dict)
+    progress: dict[str, Any] | None = None
+    public_progress: dict[str, Any] | None = None
+
+    def response(self, request: Request, *, replayed: bool = False) -> Response:
+        headers = dict(self.headers)
+        record = self.progress if has_token(request) else self.public_progress
+        if record is not None:
+            # The task's record after the action, so that a client computing rewards
+            # needs no second round trip (same JSON as GET /progress, token rule too).
+            headers["X-Progress"] = progress_header(record)
+        if replayed:
+            headers["X-Action-Replayed"] = "true"
+        return Response(
+            self.body, self.status, media_type=self.media_type, headers=safe_headers(headers)
+        )
+
+
 @router.get("/act")
 async def act(request: Request) -> Response:
+    """Perform an action and answer its settled screenshot.
+
+    With an ``X-UIRL-Action-Id`` header, the answer is remembered: the same id again
+    (a client whose connection broke before the answer came) gets that answer, and
+    the action is not performed twice.
+    """
     state: SessionState = request.app.state.session
+    action_id = request.headers.get(ACTION_ID_HEADER)
+    if action_id is not None and not ACTION_ID_RE.fullmatch(action_id):
+        raise _bad_request(
+            f"{ACTION_ID_HEADER}: 1-64 letters, digits and . _ : -, got {action_id[:80]!r}"
+        )
     try:
         parsed = parse_act_query(request.query_params)
     except ValueError as exc:
         raise _bad_request(str(exc)) from None
     async with state.lock:
-        t0 = time.perf_counter()
+        # Looked up under the lock: a retry that arrived while its first copy was still
+        # acting waits for it here, then finds its answer.
+        done = state.done_actions.get(action_id) if action_id is not None else None
+        if done is not None:
+            logger.info("action %s sent again: its answer is replayed, not the action", action_id)
+            return done.response(request, replayed=True)
         try:
-            await state.browser.act(parsed.action)
-            t1 = time.perf_counter()
-            if parsed.delay_s:
-                await asyncio.sleep(parsed.delay_s)
-            image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
-        except state.browser_errors as exc:
-            raise await _browser_error(
-                state, exc, f"the {parsed.action.type.value} action"
-            ) from None
-        except RuntimeError as exc:
-            raise HTTPException(status_code=409, detail=str(exc)) from None
-        t2 = time.perf_counter()
+            outcome = await _perform(state, parsed)
+        except HTTPException as exc:
+            body = json.dumps({"detail": exc.detail}).encode()
+            outcome = ActionOutcome(exc.status_code, body, "application/json")
+        if action_id is not None:
+            state.remember(action_id, outcome)
+    return outcome.response(request)
+
+
+async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
+    """Act and capture (the lock is held); HTTPException when it failed."""
+    t0 = time.perf_counter()
+    try:
+        await state.browser.act(parsed.action)
+        t1 = time.perf_counter()
+        if parsed.delay_s:
+            await asyncio.sleep(parsed.delay_s)
+        image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
+    except state.browser_errors as exc:
+        raise await _browser_error(state, exc, f"the {parsed.action.type.value} action") from None
+    except RuntimeError as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from None
+    t2 = time.perf_counter()
     headers = {
         "X-Action-Ms": f"{(t1 - t0) * 1000:.2f}",
         "X-Capture-Ms": f"{(t2 - t1) * 1000:.2f}",
         "X-Episode": str(state.task.episode_id),
         "X-Width": str(SCREEN_WIDTH),
         "X-Height": str(SCREEN_HEIGHT),
-        # The task's record after the action, so that a client computing rewards needs
-        # no second round trip (same JSON as GET /progress, token rule included).
-        "X-Progress": progress_header(task_record(request)),
     }
     # What a lenient reading changed, so that a client can tell (never silently).
     if parsed.clamped:
         headers["X-Clamped"] = ", ".join(parsed.clamped)
     if parsed.ignored:
         headers["X-Ignored-Params"] = ", ".join(_header_safe(n) for n in parsed.ignored)
-    return Response(
-        image, media_type=MEDIA_TYPES[parsed.image_format], headers=safe_headers(headers)
+    return ActionOutcome(
+        200,
+        image,
+        MEDIA_TYPES[parsed.image_format],
+        headers,
+        progress=state.task.progress(),
+        public_progress=state.task.public_progress(),
     )
 
 

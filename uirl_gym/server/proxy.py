@@ -41,7 +41,7 @@ import uvicorn
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from uirl_gym.runtimes.base import SESSION_HEADER
+from uirl_gym.runtimes.base import DEFAULT_KEEP_ALIVE_S, SESSION_HEADER
 from uirl_gym.runtimes.k8s_api import (
     APP_LABEL,
     APP_NAME,
@@ -62,6 +62,9 @@ PROXY_PREFIX = b"/proxy/"
 # 8192 characters of text, percent-encoded (up to 12 bytes a character); anything longer
 # is not the protocol.
 MAX_TARGET_BYTES = 64 * 1024
+# How long the proxy keeps an idle connection to a pod (shorter than the session
+# server's keep-alive) and one from a client (as long as a session server's).
+POD_IDLE_S = 30.0
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Hop-by-hop headers (RFC 9110 7.6.1) and those httpx recomputes: never forwarded.
 HOP_HEADERS = frozenset(
@@ -223,6 +226,9 @@ def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
         limits = httpx.Limits(
             max_connections=config.max_connections,
             max_keepalive_connections=config.max_connections,
+            # Retired well before the sessions close idle connections (their keep-alive),
+            # so that a request is never sent on one a pod is closing.
+            keepalive_expiry=POD_IDLE_S,
         )
         timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
         # trust_env=False: HTTP(S)_PROXY variables must not capture pod traffic.
@@ -361,6 +367,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="require Authorization: Bearer <the file's content> (the uirl-proxy-token "
         f"Secret, mounted); default ${PROXY_TOKEN_ENV_VAR}; a missing file means no auth",
     )
+    p.add_argument(
+        "--keep-alive-s",
+        type=float,
+        default=DEFAULT_KEEP_ALIVE_S,
+        help="how long an idle client connection stays open (longer than SessionClient's "
+        "idle limit, as a session server's)",
+    )
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
 
@@ -398,7 +411,15 @@ def main(argv: list[str] | None = None) -> int:
         token=read_proxy_token(args.token_file),
     )
     app = create_proxy_app(config, PodApi(client, args.namespace))
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+        # uvicorn's 5 s default raced with slow agents' next request (docs/protocol.md).
+        timeout_keep_alive=args.keep_alive_s,  # type: ignore[arg-type]
+    )
     return 0
 
 
