@@ -150,6 +150,7 @@ class KeepAliveServer(ThreadingHTTPServer):
     def __init__(self, drops: int = 0) -> None:
         super().__init__(("127.0.0.1", 0), KeepAliveHandler)
         self.drops = drops
+        self.stall_s = 0.0  # an action's answer comes this late (a stuck session)
         self.connections = 0
         self.action_ids: list[str | None] = []
 
@@ -169,6 +170,7 @@ class KeepAliveHandler(BaseHTTPRequestHandler):
                 self.server.drops -= 1
                 self.close_connection = True  # no answer: the client sees the close
                 return
+            time.sleep(self.server.stall_s)
             data = bytes(800 * 1280 * 3)
         else:
             data = json.dumps({"submitted_row_indices": [], "num_incorrect_submissions": 0})
@@ -209,6 +211,16 @@ def test_an_action_whose_answer_was_lost_is_sent_again_with_its_id(
     assert keep_alive.action_ids[-1] not in (None, first)  # a new action, a new id
     client.act(Action(ActionType.SCREENSHOT))
     assert keep_alive.action_ids[-1] is None  # a read needs none
+    # A read timeout is no lost answer: the session is busy or stuck, and a repeat would
+    # only wait behind the same action.
+    keep_alive.stall_s = 0.5
+    slow = SessionClient(
+        f"http://127.0.0.1:{keep_alive.server_port}", read_timeout_s=0.1, backoff_s=0.001
+    )
+    sent = len(keep_alive.action_ids)
+    with pytest.raises(SessionUnavailableError, match="ReadTimeout"):
+        slow.act(Action(ActionType.LEFT_CLICK, 1, 1))
+    assert len(keep_alive.action_ids) == sent + 1
 
 
 def test_the_client_retires_idle_connections_first(keep_alive: KeepAliveServer) -> None:

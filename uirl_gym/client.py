@@ -7,9 +7,10 @@ change the task's state twice:
   retried on connection errors, timeouts and 502/503/504;
 - any other action carries an action id (``X-UIRL-Action-Id``, new for each action): the
   session remembers the answers to its last few and answers a repeat with the first
-  answer instead of acting again, so the action is retried with the same id when no
-  answer came (a connection closed or reset, a timeout) or a proxy answered 502/504.
-  A 503 (the browser is gone) is not retried: the answer is already there.
+  answer instead of acting again, so the action is retried with the same id when its
+  answer was lost (a connection closed or reset) or a proxy answered 502. Not after a
+  read timeout or a 504 (the session is busy or stuck: a repeat would wait behind the
+  same action) nor a 503 (the browser is gone: the answer is already there).
 
 Idle connections: the session server keeps an idle keep-alive connection open for
 ``DEFAULT_KEEP_ALIVE_S`` (75 s); this client opens a fresh connection after
@@ -37,9 +38,10 @@ from uirl_gym.runtimes.base import ACTION_ID_HEADER, session_headers
 logger = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({502, 503, 504})
-# A proxy's "the session did not answer": an action with an id is retried on these (a
-# session's own 503 means its browser is gone, and a repeat would get the same answer).
-GATEWAY_STATUS = frozenset({502, 504})
+# A proxy's "the connection to the session failed": an action with an id is retried on
+# it (a session's own 503 means its browser is gone, a repeat would get the same answer;
+# a proxy's 504 is a timeout, see _request).
+GATEWAY_STATUS = frozenset({502})
 # Shorter than the server's keep-alive (runtimes.base.DEFAULT_KEEP_ALIVE_S).
 DEFAULT_MAX_IDLE_S = 30.0
 IMAGE_FORMATS = ("png", "jpeg", "raw")
@@ -171,7 +173,11 @@ class SessionClient:
                 never_sent = isinstance(exc, requests.ConnectTimeout) or (
                     isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
                 )
-                retry_safe = idempotent or never_sent or action_id is not None
+                # An action with an id is sent again when its answer was lost (a closed or
+                # reset connection), not after a read timeout: the session is then busy
+                # or stuck, and the repeat would wait for the same lock.
+                answer_lost = action_id is not None and not isinstance(exc, requests.ReadTimeout)
+                retry_safe = idempotent or never_sent or answer_lost
                 if attempt < self.max_retries and retry_safe:
                     attempt += 1
                     logger.info("%s %s: %s; retrying", method, path, type(exc).__name__)
