@@ -282,6 +282,12 @@ def test_the_page_refuses_requests_from_other_sites() -> None:
             for headers in own:
                 status, text = _ask(server, method, path, b"{}", **headers)
                 assert status == 200, (method, path, headers, text)
+        # A link elsewhere may open the page in a tab (it holds no data), not frame it.
+        link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "document"}
+        assert _ask(server, "GET", "/", **link)[0] == 200
+        assert _ask(server, "GET", "/api/state", **link)[0] == 403
+        framed = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "iframe"}
+        assert _ask(server, "GET", "/", **framed)[0] == 403
 
 
 @pytest.mark.parametrize(

@@ -348,7 +348,13 @@ class RecorderHandler(BaseHTTPRequestHandler):
             return
         recorder = self.server.recorder
         if path == "/":
-            self._send(HTTPStatus.OK, page_html(), "text/html; charset=utf-8")
+            self._send(
+                HTTPStatus.OK,
+                page_html(),
+                "text/html; charset=utf-8",
+                # No other site may frame the page (and trick clicks into it).
+                {"X-Frame-Options": "DENY", "Content-Security-Policy": "frame-ancestors 'none'"},
+            )
         elif path == "/api/state":
             self._send_json(HTTPStatus.OK, recorder.state())
         elif path == "/api/screenshot":
@@ -407,6 +413,10 @@ class RecorderHandler(BaseHTTPRequestHandler):
             self.headers.get("Host"),
             self.headers.get("Origin"),
             self.headers.get("Sec-Fetch-Site"),
+            # A tab opened on the page from a link elsewhere (not a frame, not a fetch).
+            navigation=self.command == "GET"
+            and urlsplit(self.path).path == "/"
+            and self.headers.get("Sec-Fetch-Dest") == "document",
         )
         if refusal is None:
             return True
@@ -456,9 +466,17 @@ class RecorderHandler(BaseHTTPRequestHandler):
     def _send_json(self, status: HTTPStatus, data: Any) -> None:
         self._send(status, json.dumps(data).encode(), "application/json")
 
-    def _send(self, status: HTTPStatus, body: bytes, content_type: str) -> None:
+    def _send(
+        self,
+        status: HTTPStatus,
+        body: bytes,
+        content_type: str,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
@@ -491,12 +509,21 @@ class RecorderServer(ThreadingHTTPServer):
             names.add(f"[{bound}]" if ":" in bound else bound)
         self.allowed_hosts = frozenset(names)
 
-    def refusal(self, host: str | None, origin: str | None, fetch_site: str | None) -> str | None:
+    def refusal(
+        self,
+        host: str | None,
+        origin: str | None,
+        fetch_site: str | None,
+        *,
+        navigation: bool = False,
+    ) -> str | None:
         """Why a request with these headers is refused; None when it is the page's own.
 
         ``Host`` must name this server (one of :attr:`allowed_hosts`, this port);
         ``Origin``, when sent, must be that same address; ``Sec-Fetch-Site``, when sent,
-        must be ``same-origin`` or ``none`` (the person typed the address).
+        must be ``same-origin`` or ``none`` (the person typed the address), except for
+        ``navigation``: the page itself opened in a tab from a link (it holds no data,
+        and another site cannot read it or, ``X-Frame-Options``, frame it).
         """
         port = self.server_address[1]
         name, given_port = _split_host(host or "")
@@ -508,9 +535,11 @@ class RecorderServer(ThreadingHTTPServer):
                 "or localhost); to open the page under another name, start the recorder "
                 "with --allow-host NAME"
             )
-        if origin is not None and origin.lower() != f"http://{name}:{port}":
+        own = {f"http://{name}:{port}", *([f"http://{name}"] if port == 80 else [])}
+        if origin is not None and origin.lower() not in own:
             return f"cross-origin request refused (Origin {origin[:80]!r})"
-        if fetch_site is not None and fetch_site not in ("same-origin", "none"):
+        same = ("same-origin", "none")
+        if fetch_site is not None and fetch_site not in same and not navigation:
             return f"cross-site request refused (Sec-Fetch-Site: {fetch_site[:40]})"
         return None
 
