@@ -7,8 +7,10 @@ Upstream passes ``/act`` parameters to pyautogui: X clamps the pointer to the sc
 
 from __future__ import annotations
 
+import json
 import time
 
+import h11
 import pytest
 import requests
 from key_names import PYAUTOGUI_KEYBOARD_KEYS
@@ -16,6 +18,7 @@ from key_names import PYAUTOGUI_KEYBOARD_KEYS
 from uirl_gym.actions import Action, ActionType, key_sequence
 from uirl_gym.client import InvalidActionError, SessionClient
 from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.server.app import progress_header, safe_headers
 
 TIMEOUT_S = 30
 FIELDS = ("first_name", "last_name", "email")
@@ -167,12 +170,6 @@ def test_a_parameter_name_no_header_can_hold_is_named_safely(client: SessionClie
 
 
 def test_every_header_built_from_input_can_be_sent() -> None:
-    import json
-
-    import h11
-
-    from uirl_gym.server.app import progress_header, safe_headers
-
     record = {"events": [{"title": "a\x7fb\u00e9\n\t "}]}
     for headers in (
         safe_headers({"X-A": "zz ", "X-B": " x", "X-C": "t\tab\x00\x7f\u00e9\u4f60", "X-D": ""}),
