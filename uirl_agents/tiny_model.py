@@ -58,6 +58,7 @@ from transformers import (
     PreTrainedModel,
     Qwen2_5_VLConfig,
     Qwen2VLConfig,
+    Qwen3VLConfig,
     SmolVLMConfig,
     SmolVLMProcessor,
 )
@@ -102,6 +103,14 @@ QWEN_SPECIAL_TOKENS = (
 )
 # Qwen2.5 adds these as ordinary (non-special) tokens: decoding keeps them.
 PLAIN_ADDED_TOKENS = ("<tool_call>", "</tool_call>")
+# Qwen3(-VL) adds the tool-response and thinking markers too (also non-special).
+QWEN3_PLAIN_ADDED_TOKENS = (
+    *PLAIN_ADDED_TOKENS,
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+)
 # The text model of every family: 2 layers of width 32, grouped-query attention.
 TEXT_SIZES = {
     "hidden_size": 32,
@@ -161,6 +170,25 @@ def _corpus() -> list[str]:
     return (texts + instructions) * 4
 
 
+def _tool_call_corpus() -> list[str]:
+    """Tool-calling text (TRL's ``environment_factory``): tool schemas and calls in
+    Qwen's ``<tool_call>`` JSON layout, so that the Qwen3-VL tokenizer learns them."""
+    calls = [
+        '{"name": "click", "arguments": {"x": 120, "y": 75}}',
+        '{"name": "type_text", "arguments": {"text": "alice@example.com"}}',
+        '{"name": "press_keys", "arguments": {"keys": "ctrl+c"}}',
+        '{"name": "scroll", "arguments": {"x": 300, "y": 200, "direction": "down"}}',
+        '{"name": "finish", "arguments": {}}',
+    ]
+    schema = (
+        '{"type": "function", "function": {"name": "click", "description": "Click the left '
+        'mouse button at a point of the screenshot.", "parameters": {"type": "object", '
+        '"properties": {"x": {"type": "integer", "description": "pixel column"}, "y": '
+        '{"type": "integer", "description": "pixel row"}}, "required": ["x", "y"]}}}'
+    )
+    return [f"<tool_call>\n{c}\n</tool_call>" for c in calls] + [schema]
+
+
 def _generic_corpus() -> list[str]:
     """:func:`_corpus` plus the generic formats' prompts and outputs (the non-Qwen
     families default to ``text``)."""
@@ -209,11 +237,25 @@ def train_bpe(
     return bpe
 
 
-def build_tokenizer() -> Qwen2Tokenizer:
+def build_tokenizer(
+    *,
+    corpus: Sequence[str] | None = None,
+    plain_added_tokens: Sequence[str] = PLAIN_ADDED_TOKENS,
+    chat_template: str | None = None,
+) -> Qwen2Tokenizer:
     """The Qwen2.5-VL tokenizer: a byte-level BPE ``Qwen2Tokenizer`` trained on
-    :func:`_corpus` (deterministic), with the Qwen special tokens and chat template."""
+    :func:`_corpus` (deterministic), with the Qwen special tokens and chat template.
+
+    Args:
+        corpus: the training text (default: :func:`_corpus`).
+        plain_added_tokens: non-special added tokens (Qwen2.5's ``<tool_call>`` pair).
+        chat_template: default: Qwen2.5-VL's.
+    """
     bpe = train_bpe(
-        _corpus(), QWEN_SPECIAL_TOKENS, VOCAB_SIZE - len(PLAIN_ADDED_TOKENS), qwen_regex=True
+        _corpus() if corpus is None else corpus,
+        QWEN_SPECIAL_TOKENS,
+        VOCAB_SIZE - len(plain_added_tokens),
+        qwen_regex=True,
     )
     state = json.loads(bpe.to_str())["model"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
@@ -226,9 +268,9 @@ def build_tokenizer() -> Qwen2Tokenizer:
     )
     tokenizer.add_special_tokens({"additional_special_tokens": list(QWEN_SPECIAL_TOKENS)})
     tokenizer.add_tokens(
-        [AddedToken(t, special=False, normalized=False) for t in PLAIN_ADDED_TOKENS]
+        [AddedToken(t, special=False, normalized=False) for t in plain_added_tokens]
     )
-    tokenizer.chat_template = _trl_chat_template("qwen2_5_vl")
+    tokenizer.chat_template = chat_template or _trl_chat_template("qwen2_5_vl")
     return tokenizer
 
 
@@ -391,6 +433,47 @@ def build_tiny_qwen2vl(out_dir: str | Path, *, seed: int = 0) -> Path:
         **_qwen_vision_token_ids(tokenizer),
     )
     return _save(Path(out_dir), _random_model(config, seed), tokenizer, _qwen_image_processor())
+
+
+def build_tiny_qwen3vl(out_dir: str | Path, *, seed: int = 0) -> Path:
+    """A tiny random Qwen3-VL: its own tokenizer (the Qwen one, also trained on tool
+    calls, with Qwen3's tool-response and thinking markers), Qwen3-VL's chat template
+    (which supports tool calling: TRL's ``environment_factory`` takes it as it is), the
+    Qwen3-VL vision tower (16 px patches, DeepStack) and image processor."""
+    tokenizer = build_tokenizer(
+        corpus=_corpus() + _tool_call_corpus() * 4,
+        plain_added_tokens=QWEN3_PLAIN_ADDED_TOKENS,
+        chat_template=_trl_chat_template("qwen3_vl"),
+    )
+    text = _qwen_text_config(tokenizer)
+    # Qwen3-VL's interleaved M-RoPE over head_dim 16 (8 frequencies: time, height, width).
+    text["head_dim"] = 16
+    text["rope_parameters"] = {
+        "rope_type": "default",
+        "rope_theta": 5e6,
+        "mrope_section": [2, 3, 3],
+        "mrope_interleaved": True,
+    }
+    config = Qwen3VLConfig(
+        text_config=text,
+        vision_config={
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "out_hidden_size": 32,
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "num_position_embeddings": 64,
+            "deepstack_visual_indexes": [1],
+        },
+        **_qwen_vision_token_ids(tokenizer),
+    )
+    # 16 px patches merged 2x2: 32 px per visual token; the same 4..16 token budget.
+    image_processor = Qwen2VLImageProcessorPil(
+        patch_size=16, merge_size=2, min_pixels=32 * 32 * 4, max_pixels=32 * 32 * 16
+    )
+    return _save(Path(out_dir), _random_model(config, seed), tokenizer, image_processor)
 
 
 # ---- LLaVA 1.5 and LLaVA-NeXT -------------------------------------------------------------
@@ -623,6 +706,7 @@ def build_tiny_gemma3(out_dir: str | Path, *, seed: int = 0) -> Path:
 FAMILIES: dict[str, Callable[..., Path]] = {
     "qwen2.5-vl": build_tiny_qwen25vl,
     "qwen2-vl": build_tiny_qwen2vl,
+    "qwen3-vl": build_tiny_qwen3vl,
     "llava": build_tiny_llava,
     "llava-next": build_tiny_llava_next,
     "idefics3": build_tiny_idefics3,

@@ -1,0 +1,337 @@
+"""uirl on OpenEnv: the server (OpenEnv's create_app) in a thread and as
+``python -m uirl_gym.openenv``, two concurrent WebSocket sessions on two tasks, bad
+actions as errors, sessions closed on disconnect, what the app does not expose."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import requests
+import yaml
+from fastapi import FastAPI
+
+pytest.importorskip("openenv", reason="needs the openenv extra: pip install -e '.[openenv]'")
+
+import uvicorn  # noqa: E402
+
+from uirl_gym.actions import ActionType  # noqa: E402
+from uirl_gym.openenv import (  # noqa: E402
+    OpenEnvSession,
+    ServerConfig,
+    UirlAction,
+    UirlEnvClient,
+    UirlEnvironment,
+    make_app,
+    resolve_task,
+    to_wire_action,
+)
+from uirl_gym.openenv.models import ACTION_TYPE_NAMES  # noqa: E402
+from uirl_gym.runtimes.local import LocalRuntimeConfig, descendant_pids  # noqa: E402
+from uirl_gym.tasks import TASKS  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SDE = "uirl/SimpleDataEntry-v0"
+SN = "uirl/SettingsNav-v0"
+
+
+class RecordingEnvironment(UirlEnvironment):
+    """Test-only: keeps every session's environment, so that the test can read the
+    oracle (for the expert) and the session server's pid; no client can."""
+
+    instances: ClassVar[list[UirlEnvironment]] = []
+
+    def __init__(self, config: ServerConfig | None = None) -> None:
+        super().__init__(config)
+        RecordingEnvironment.instances.append(self)
+
+
+def environment_of(task: str) -> UirlEnvironment:
+    (env,) = [e for e in RecordingEnvironment.instances if e.env and e.state.task == task]
+    return env
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purpose (its parent has not reaped it yet).
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s}s: {what}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    """The app in a uvicorn thread on a free port (sessions: real Chromium)."""
+    config = ServerConfig(
+        max_sessions=3, max_steps=40, local=LocalRuntimeConfig(startup_timeout_s=120)
+    )
+    app = make_app(config, environment=RecordingEnvironment)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, 30, "the OpenEnv server to start")
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        for env in RecordingEnvironment.instances:
+            env.close()
+
+
+def test_two_concurrent_sessions_rewards_errors_and_disconnect(server_url: str) -> None:
+    expert_client = UirlEnvClient(base_url=server_url)
+    session = OpenEnvSession(server_url)
+    try:
+        # Both resets at once: each WebSocket session starts its own session server.
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(expert_client.reset, task=SDE, seed=0, options={"num_rows": 1})
+            second = pool.submit(session.reset, SN, seed=1)
+            reset = first.result()
+            screenshot, instruction, info = second.result()
+        assert reset.observation.task == SDE and reset.observation.instruction
+        assert reset.observation.screenshot and not reset.done
+        assert screenshot.shape == (800, 1280, 3) and str(screenshot.dtype) == "uint8"
+        assert "Settings" in instruction and info["task"] == "settings_nav"
+        sde, sn = environment_of(SDE), environment_of(SN)
+        assert sde.env is not sn.env and sde.env.session != sn.env.session
+
+        # Session 1: the task's expert, reading the oracle in this process (the server
+        # never exposes it), wins the episode through the WebSocket.
+        expert = TASKS["simple_data_entry"].expert()
+        expert.reset()
+        total, result, sn_steps = 0.0, reset, 0
+        for _ in range(40):
+            oracle = sde.env.oracle() if expert.needs_oracle else None
+            result = expert_client.step(to_wire_action(expert.next_action(oracle)))
+            assert result.observation.error is None, result.observation.error
+            total += result.reward
+            # Session 2 steps in between: the two sessions are independent.
+            _shot, reward, terminated, _truncated, _info = session.step(
+                {"type": "mouse_move", "x": 640, "y": 400}
+            )
+            assert reward == 0.0 and not terminated
+            sn_steps += 1
+            if result.done:
+                break
+        assert result.done and result.observation.terminated
+        assert result.observation.is_success and result.observation.metadata["is_success"]
+        assert total == pytest.approx(1.0)
+        state = expert_client.state()
+        assert state.task == SDE and state.seed == 0 and state.done and state.is_success
+        assert state.episode_return == pytest.approx(total) and state.step_count >= 3
+
+        # Bad actions on session 2: the env refuses them as an observation (the step
+        # counts, with the task's penalty), the session goes on.
+        _shot, reward, terminated, truncated, info = session.step(
+            {"type": "left_click", "x": 5000, "y": 10}
+        )
+        assert "off the 1280x800 screen" in info["invalid_action"] and reward < 0
+        assert not (terminated or truncated)
+        _shot, reward, _t, _tr, info = session.step({"type": "left_click"})
+        assert "needs both coordinates" in info["invalid_action"] and reward < 0
+        _shot, reward, _t, _tr, info = session.step({"type": "keys", "keys": "ctrl+nokey"})
+        assert "unknown key" in info["invalid_action"]
+        # ... one of the wrong shape is not even sent.
+        _shot, reward, _t, _tr, info = session.step({"type": "fly", "x": 1})
+        assert "unknown 'fly'" in info["invalid_action"] and reward == 0.0
+        _shot, reward, _t, _tr, info = session.step({"type": "left_click", "x": 1.5, "y": 2})
+        assert "x" in info["invalid_action"] and reward == 0.0
+        # Wrong-shape messages from any client come back as OpenEnv error frames.
+        with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
+            expert_client.step(UirlAction.model_construct(action_type="fly"))
+        with pytest.raises(RuntimeError, match="Did you mean 'uirl/FormFill-v0'"):
+            expert_client.reset(task="uirl/FormFil-v0")
+        with pytest.raises(RuntimeError, match="episode has ended|no episode is running"):
+            expert_client.step(UirlAction(action_type="screenshot"))
+        with pytest.raises(RuntimeError, match="unknown arguments"):
+            expert_client.reset(task=SDE, sed=3)
+        # Both sessions still work.
+        _shot, reward, terminated, truncated, info = session.step(
+            {"type": "left_click", "x": 640, "y": 400}
+        )
+        assert "invalid_action" not in info and not truncated
+        again = expert_client.reset(task=SDE, seed=0, options={"num_rows": 1})
+        assert again.observation.instruction == reset.observation.instruction  # same seed
+        # The refused actions counted as steps; the ones never sent did not.
+        assert session.state().step_count == sn_steps + 4
+
+        # Disconnect closes the session: its server and Chromium are gone.
+        server_pid = sde._runtime.pid(sde.env.session)
+        family = [server_pid, *descendant_pids(server_pid)]
+        assert len(family) >= 2  # the server and its browser
+        expert_client.close()
+        wait_for(lambda: not any(alive(p) for p in family), 20, "the session to stop")
+        assert sde.env is None
+        assert sn.env is not None  # the other session is untouched
+        session.step({"type": "screenshot"})
+
+        # A session the server closes (what the idle reaper does) ends the episode
+        # truncated; the next reset opens a new session.
+        sn.close()
+        _shot, reward, terminated, truncated, info = session.step({"type": "screenshot"})
+        assert truncated and not terminated and "session was closed" in info["error"]
+        _shot, again, _info = session.reset(SN, seed=1)
+        assert again == instruction
+    finally:
+        expert_client.close()
+        session.close()
+    wait_for(
+        lambda: all(e.env is None for e in RecordingEnvironment.instances), 20, "sessions to close"
+    )
+
+
+def test_only_openenv_routes_are_exposed(server_url: str) -> None:
+    health = requests.get(f"{server_url}/health", timeout=10)
+    assert health.status_code == 200 and health.json()["status"] == "healthy"
+    schema = requests.get(f"{server_url}/schema", timeout=10).json()
+    assert set(schema["action"]["properties"]) >= {"action_type", "x", "y", "end_x", "text"}
+    assert set(schema["observation"]["properties"]) >= {
+        "screenshot",
+        "instruction",
+        "reward",
+        "done",
+        "is_success",
+        "error",
+    }
+    assert set(schema["state"]["properties"]) >= {"episode_id", "step_count", "task", "seed"}
+    # The session server's token routes are not proxied, and OpenEnv's stateless HTTP
+    # routes are not registered (production mode).
+    for method, path in [
+        ("post", "/reset"),
+        ("get", "/oracle"),
+        ("post", "/step"),
+        ("get", "/state"),
+        ("get", "/act?action_type=screenshot"),
+        ("get", "/progress"),
+    ]:
+        response = requests.request(method, server_url + path, json={}, timeout=10)
+        assert response.status_code in (404, 405), (path, response.status_code)
+    started = len(RecordingEnvironment.instances)
+    assert requests.get(f"{server_url}/metadata", timeout=10).json()["name"] == "uirl"
+    # /mcp answers JSON-RPC (OpenEnv's runtime check) but has no tools to reach a session.
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "oracle"}}
+    answer = requests.post(f"{server_url}/mcp", json=call, timeout=10).json()
+    assert "does not support MCP" in answer["error"]["message"]
+    # /metadata and /mcp build an environment and close it: no session server starts.
+    assert all(e.env is None for e in RecordingEnvironment.instances[started:])
+
+
+def test_a_full_server_refuses_the_next_session(server_url: str) -> None:
+    """max_sessions=3: the 4th WebSocket gets CAPACITY_REACHED (no browser starts
+    before a reset, so open sessions cost nothing here)."""
+    clients = [UirlEnvClient(base_url=server_url) for _ in range(4)]
+    try:
+        for client in clients[:3]:
+            assert client.state().step_count == 0
+        with pytest.raises(RuntimeError, match="CAPACITY_REACHED"):
+            clients[3].state()
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_models_and_task_names() -> None:
+    assert set(ACTION_TYPE_NAMES) == {t.value for t in ActionType}
+    wire = to_wire_action({"action_type": "drag", "x": 1, "y": 2, "end_x": 3, "end_y": 4})
+    assert wire.to_env_action() == {"type": "drag", "x": 1, "y": 2, "end_x": 3, "end_y": 4}
+    assert to_wire_action({"type": "scroll", "direction": "Down"}).direction == "down"
+    assert resolve_task("uirl/FormFill-v0").name == "form_fill"
+    assert resolve_task("uirl_gym:uirl/FormFill-v0").name == "form_fill"
+    assert resolve_task("mail_triage").env_id == "uirl/MailTriage-v0"
+    with pytest.raises(ValueError, match="registered: uirl/CalendarBooking-v0"):
+        resolve_task("uirl/Nope-v0")
+
+
+def test_manifest_names_the_app_and_docker_runs_the_server() -> None:
+    folder = ROOT / "uirl_gym" / "openenv"
+    manifest = yaml.safe_load((folder / "openenv.yaml").read_text())
+    module, attribute = manifest["app"].split(":")
+    assert isinstance(getattr(importlib.import_module(module), attribute), FastAPI)
+    assert manifest["name"] == "uirl" and manifest["action"] == UirlAction.__name__
+    dockerfile = (folder / "Dockerfile").read_text()
+    assert 'pip install ".[openenv]"' in dockerfile and "chromium-headless-shell" in dockerfile
+    assert '"-m", "uirl_gym.openenv"' in dockerfile
+
+
+def test_cli_serves_and_stops_its_sessions(tmp_path: Path) -> None:
+    """``python -m uirl_gym.openenv --port 0``: a real process; SIGTERM with a session
+    open leaves no session server behind."""
+    port_file = tmp_path / "port"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "uirl_gym.openenv", "--port", "0", "--port-file", str(port_file)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        wait_for(port_file.exists, 60, "the server to bind")
+        url = f"http://127.0.0.1:{port_file.read_text()}"
+        wait_for(lambda: _healthy(url), 60, "/health to answer")
+        with OpenEnvSession(url) as session:
+            screenshot, instruction, _info = session.reset("uirl/FormFill-v0", seed=2)
+            assert screenshot.shape == (800, 1280, 3) and instruction
+            children = descendant_pids(process.pid)
+            assert children  # the session server and its browser
+            process.terminate()
+            # uvicorn shuts down, then re-raises the signal it caught.
+            assert process.wait(timeout=30) in (0, -15)
+        wait_for(lambda: not any(alive(p) for p in children), 20, "the session to stop")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return requests.get(f"{url}/health", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
+
+
+def test_uirl_gym_imports_without_openenv_and_openenv_part_without_torch() -> None:
+    code = (
+        "import sys\n"
+        "sys.modules['openenv'] = None  # as if not installed\n"
+        "import uirl_gym, uirl_gym.env, uirl_gym.vector\n"
+        "try:\n"
+        "    import uirl_gym.openenv\n"
+        "except ImportError as exc:\n"
+        "    assert \"pip install -e '.[openenv]'\" in str(exc), exc\n"
+        "else:\n"
+        "    raise AssertionError('uirl_gym.openenv imported without openenv')\n"
+        "del sys.modules['openenv']\n"
+        "import uirl_gym.openenv\n"
+        "assert 'torch' not in sys.modules, 'uirl_gym.openenv imported torch'\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -1,0 +1,112 @@
+"""The OpenEnv wire types: the action, observation and state the server and client share.
+
+They are OpenEnv's Pydantic models (``extra="forbid"``), so ``/schema`` publishes them
+and the server refuses a message of the wrong shape before it reaches a session.
+
+The split of the checks: Pydantic checks the *shape* (a known ``action_type``, integer
+coordinates, no unknown field); an action of the wrong shape comes back as an OpenEnv
+error frame (``VALIDATION_ERROR``) and nothing is stepped. Whether the fields fit the
+type and the screen (a click without ``x``, ``x`` off the 1280x800 screen, an unknown
+key name) is the env's check (:meth:`uirl_gym.actions.Action.validate`), as in
+``gym.make``: the step counts, pays the task's invalid-action penalty, and the
+observation's ``error`` says what was wrong. Either way the session goes on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import Field
+
+DEFAULT_TASK = "uirl/SimpleDataEntry-v0"
+# The error of a call on a session the server closed (idle too long); clients that see
+# it open a new WebSocket session.
+SESSION_CLOSED = "this session was closed (idle too long?): open a new WebSocket session"
+
+# Every action type of the env (``uirl_gym.actions.ActionType``), spelled out for the
+# schema; tests/test_openenv.py checks that the two lists agree.
+ActionTypeName = Literal[
+    "screenshot",
+    "mouse_move",
+    "left_click",
+    "right_click",
+    "double_click",
+    "triple_click",
+    "type",
+    "keys",
+    "scroll",
+    "finish",
+    "drag",
+]
+ACTION_TYPE_NAMES: tuple[str, ...] = ActionTypeName.__args__  # type: ignore[attr-defined]
+
+
+class UirlAction(Action):
+    """One action in screen pixels (the 1280x800 screen), as ``uirl_gym.actions.Action``.
+
+    ``left_click``/``right_click``/``double_click``/``triple_click``/``mouse_move`` need
+    ``x``, ``y``; ``type`` needs ``text``; ``keys`` needs ``keys`` (``ctrl+c``, ``Enter``);
+    ``scroll`` needs ``direction`` (``amount`` notches, default 3; at ``x``, ``y`` when
+    given); ``drag`` presses at ``x``, ``y`` and releases at ``end_x``, ``end_y``;
+    ``finish`` declares the task done (ends the episode); ``screenshot`` only looks.
+    """
+
+    action_type: ActionTypeName = Field(description="What to do (uirl_gym.actions.ActionType).")
+    x: int | None = Field(default=None, description="Pointer x, screen pixels 0..1279.")
+    y: int | None = Field(default=None, description="Pointer y, screen pixels 0..799.")
+    text: str | None = Field(default=None, description="What `type` types.")
+    keys: str | None = Field(
+        default=None, description="The combination `keys` presses, e.g. 'ctrl+c', 'Enter'."
+    )
+    direction: Literal["up", "down", "left", "right"] | None = Field(
+        default=None, description="Where `scroll` scrolls."
+    )
+    amount: int | None = Field(
+        default=None, description="Wheel notches `scroll` turns (100 px each), 1..50."
+    )
+    end_x: int | None = Field(default=None, description="Where `drag` releases, x.")
+    end_y: int | None = Field(default=None, description="Where `drag` releases, y.")
+
+    def to_env_action(self) -> dict[str, Any]:
+        """The action as ``UIEnv.step`` takes it (``None`` fields left out; unvalidated)."""
+        fields = self.model_dump(exclude={"metadata", "action_type"}, exclude_none=True)
+        return {"type": self.action_type, **fields}
+
+
+class UirlObservation(Observation):
+    """What a reset or step returns.
+
+    ``reward`` and ``done`` are OpenEnv's (``done`` = ``terminated or truncated``);
+    ``metadata`` is the env's ``info`` dict (``is_success``, the task's counts,
+    ``progress``, ``task``, ``task_seed``, ``invalid_action`` or ``error``), JSON-ready.
+    """
+
+    screenshot: str = Field(
+        default="", description="The screen after the action: a base64 PNG, 1280x800 RGB."
+    )
+    instruction: str = Field(default="", description="The episode's instruction.")
+    task: str = Field(default="", description="The episode's Gymnasium id, e.g. uirl/FormFill-v0.")
+    is_success: bool = Field(
+        default=False, description="The task is solved (so far) with no mistake."
+    )
+    terminated: bool = Field(default=False, description="The episode ended (task done or finish).")
+    truncated: bool = Field(
+        default=False, description="The episode was cut: the step budget or a session failure."
+    )
+    error: str | None = Field(
+        default=None,
+        description="Why the action was refused (it still counted as a step), or why the "
+        "session failed; None when all went well.",
+    )
+
+
+class UirlState(State):
+    """The session's episode: ``episode_id`` and ``step_count`` (OpenEnv's), and ours."""
+
+    task: str | None = Field(default=None, description="The episode's Gymnasium id.")
+    seed: int | None = Field(default=None, description="The seed the reset was given.")
+    task_seed: int | None = Field(default=None, description="The task instance's seed.")
+    episode_return: float = Field(default=0.0, description="The rewards summed so far.")
+    is_success: bool = Field(default=False, description="The last step's is_success.")
+    done: bool = Field(default=False, description="The episode has ended.")
