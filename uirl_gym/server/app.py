@@ -50,6 +50,8 @@ logger = logging.getLogger(__name__)
 # screenshot is 3 MB, so few).
 ACTIONS_REMEMBERED = 4
 ACTION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+# Ignored parameters named in X-Ignored-Params, at most (the rest are counted).
+MAX_NAMED_PARAMS = 20
 
 MEDIA_TYPES = {
     ImageFormat.PNG: "image/png",
@@ -408,7 +410,12 @@ async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
     if parsed.clamped:
         headers["X-Clamped"] = ", ".join(parsed.clamped)
     if parsed.ignored:
-        headers["X-Ignored-Params"] = ", ".join(_header_safe(n) for n in parsed.ignored)
+        # Bounded: a client reads a header line of 64 KB at most (http.client), and an
+        # answer it cannot read is lost after the action ran.
+        named = [_header_safe(n) for n in parsed.ignored[:MAX_NAMED_PARAMS]]
+        if len(parsed.ignored) > MAX_NAMED_PARAMS:
+            named.append(f"and {len(parsed.ignored) - MAX_NAMED_PARAMS} more")
+        headers["X-Ignored-Params"] = ", ".join(named)
     return ActionOutcome(
         200,
         image,
