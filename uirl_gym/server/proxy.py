@@ -65,8 +65,9 @@ PROXY_PREFIX = b"/proxy/"
 # 8192 characters of text, percent-encoded (up to 12 bytes a character); anything longer
 # is not the protocol.
 MAX_TARGET_BYTES = 64 * 1024
-# How long the proxy keeps an idle connection to a pod (shorter than the session
-# server's keep-alive) and one from a client (as long as a session server's).
+# How long the proxy keeps an idle connection to a pod: shorter than the session
+# server's keep-alive, so that the proxy closes it first and never sends on one that a
+# pod is closing. (Idle connections from clients: --keep-alive-s, as a session's.)
 POD_IDLE_S = 30.0
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Hop-by-hop headers (RFC 9110 7.6.1) and those httpx recomputes: never forwarded.
@@ -161,7 +162,7 @@ class PodResolver:
         Raises:
             SessionNotFoundError: no uirl session pod has this id.
             SessionNotReadyError: its pod is not ready.
-            PodApiError: the API server did not answer (before the first sync only).
+            PodApiError: the API server did not answer (only when a lookup lists).
         """
         if not self.cache.synced.is_set() or session_id in self._recheck:
             self._recheck.discard(session_id)
