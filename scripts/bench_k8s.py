@@ -6,8 +6,11 @@ processes, so "from scratch" here is process start + browser launch + readiness,
 a real cluster's scheduling and image pull (add those on a cluster).
 
     python scripts/bench_k8s.py --iterations 5 --cold-iterations 3
+    python scripts/bench_k8s.py --lookups-only --unknown-ids 300
 
-Prints a markdown table (milliseconds) and the memory (PSS) of one session.
+Prints a markdown table (milliseconds), the memory (PSS) of one session, and what the
+proxy's session lookups cost the API server: made-up session ids (each new) and
+requests to a live session, with the API calls the stand-in served for them.
 """
 
 from __future__ import annotations
@@ -17,11 +20,13 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+import requests  # noqa: E402
 from k8s_standin import PodStandIn, serve_app  # noqa: E402
 
 from uirl_gym.client import SessionClient  # noqa: E402
@@ -39,6 +44,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--cold-iterations", type=int, default=3, help="pods created per route")
     p.add_argument("--gap-s", type=float, default=1.0, help="between resets of a kept session")
     p.add_argument("--port", type=int, default=18080, help="session port inside the 'pods'")
+    p.add_argument(
+        "--unknown-ids", type=int, default=300, help="made-up session ids sent to the proxy"
+    )
+    p.add_argument("--session-requests", type=int, default=100, help="to a live session")
+    p.add_argument("--lookups-only", action="store_true", help="only the proxy lookup costs (fast)")
     return p.parse_args()
 
 
@@ -131,6 +141,45 @@ def measure(
         emit(row(f"pool_size=0, {route}: create pod + acquire + POST /reset", colds))
 
 
+def api_lookups(standin: PodStandIn) -> int:
+    """Pod reads and lists the stand-in served so far (watches are counted apart)."""
+    return standin.calls["list"] + standin.calls["read"]
+
+
+def lookup_costs(
+    standin: PodStandIn, proxy_url: str, args: argparse.Namespace, emit: Callable
+) -> None:
+    """What the proxy's lookups cost: made-up ids, then requests to a live session."""
+    emit("| proxied requests | n | API lookups (list/read) | watches opened | wall s |")
+    emit("|---|---|---|---|---|")
+
+    def measure_requests(name: str, urls: list[str]) -> None:
+        lookups, watches = api_lookups(standin), standin.calls["watch"]
+        t0 = time.perf_counter()
+        with requests.Session() as http:
+            statuses = {http.get(url, timeout=30).status_code for url in urls}
+        wall = time.perf_counter() - t0
+        emit(
+            f"| {name} (HTTP {', '.join(map(str, sorted(statuses)))}) | {len(urls)} | "
+            f"{api_lookups(standin) - lookups} | {standin.calls['watch'] - watches} | "
+            f"{wall:.2f} |"
+        )
+
+    made_up = [
+        f"{proxy_url}/proxy/nosuch-{uuid.uuid4().hex[:12]}/" for _ in range(args.unknown_ids)
+    ]
+    measure_requests("made-up session ids, each new", made_up)
+    config = KubernetesRuntimeConfig(
+        namespace=NS, api_server=standin.url, pool_size=0, container_port=args.port,
+        proxy_url=proxy_url,
+    )  # fmt: skip
+    with KubernetesRuntime(config) as runtime:
+        session = runtime.acquire(timeout_s=120)
+        progress = [f"{session.base_url}/progress"] * args.session_requests
+        measure_requests("GET /progress of a live session", progress)
+        runtime.release(session)
+
+
 def main() -> None:
     args = parse_args()
     lines = [
@@ -140,6 +189,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, PodStandIn(Path(tmp)) as standin:
         api = PodApi(load_api_client(api_server=standin.url), NS)
         with serve_app(create_proxy_app(ProxyConfig(), api)) as proxy_url:
+            if args.lookups_only:
+                lookup_costs(standin, proxy_url, args, print)
+                return
             for url in (None, proxy_url):
                 measure(standin, url, args, lines.append)
                 print(lines[-1], file=sys.stderr, flush=True)
@@ -153,8 +205,9 @@ def main() -> None:
                 SessionClient(session.base_url).reset(seed=0)
                 process = standin.kubelet_process(NS, f"uirl-session-{session.session_id}")
                 memory = pss_mb(process.pid) if process else float("nan")
-    print("\n".join(lines))
-    print(f"\nPSS of one session (server + Chromium, after a reset): {memory:.0f} MB")
+            print("\n".join(lines))
+            print(f"\nPSS of one session (server + Chromium, after a reset): {memory:.0f} MB\n")
+            lookup_costs(standin, proxy_url, args, print)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ included), the real proxy, real HTTP. Deselect with ``-m "not k8s"``.
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import socket
@@ -94,10 +95,10 @@ def api(standin: PodStandIn) -> PodApi:
 
 @pytest.fixture(scope="module")
 def proxy(api: PodApi) -> Iterator[tuple[str, Any]]:
-    """The real proxy app in a uvicorn thread; yields (URL, app)."""
-    # A long cache TTL: the stale-entry test must hit the cached, stale address.
-    app = create_proxy_app(ProxyConfig(cache_ttl_s=300), api)
+    """The real proxy app in a uvicorn thread, its pod cache synced; yields (URL, app)."""
+    app = create_proxy_app(ProxyConfig(), api)
     with serve_app(app) as url:
+        wait_until(app.state.resolver.cache.synced.is_set, 10, "the proxy's pod cache")
         yield url, app
 
 
@@ -247,7 +248,7 @@ def test_proxy_refuses_what_is_not_a_session(
     assert_all_gone(standin)
 
 
-def test_proxy_passes_through_and_recovers_from_a_stale_address(
+def test_proxy_passes_through_and_follows_a_replaced_pod(
     standin: PodStandIn, api: PodApi, proxy: tuple[str, Any], tmp_path: Path
 ) -> None:
     url, app = proxy
@@ -267,10 +268,19 @@ def test_proxy_passes_through_and_recovers_from_a_stale_address(
     new = wait_until(lambda: (p := api.read("static-b")) and p.usable and p, 20, "static-b")
     assert new.ip != old_ip
     wait_until(lambda: not standin.kubelet_process(NS, "static-a"), 10, "static-a to go")
-    lookups = app.state.resolver.lookups
+    resolver = app.state.resolver
+    lookups, calls = resolver.lookups, dict(standin.calls)
     reply = requests.get(f"{url}/proxy/static1/hello.txt", timeout=10)
     assert (reply.status_code, reply.text) == (200, "hello")
-    assert app.state.resolver.lookups == lookups + 1  # the stale entry was dropped once
+    # The watch told the proxy: no lookup, no API call.
+    assert resolver.lookups == lookups and dict(standin.calls) == calls
+    # The watch lagging behind (a stale address in the cache): the connection fails, the
+    # proxy asks the API once and gets there.
+    stale = dataclasses.replace(resolver.cache.get("static-b"), port=free_port())
+    resolver._on_change(None, stale)
+    reply = requests.get(f"{url}/proxy/static1/hello.txt", timeout=10)
+    assert (reply.status_code, reply.text) == (200, "hello")
+    assert resolver.lookups == lookups + 1
     api.delete("static-b")
     assert_all_gone(standin)
 
@@ -352,12 +362,20 @@ def test_proxy_sets_its_own_session_header(proxy: tuple[str, Any], echo_session:
     assert app.state.resolver.lookups == lookups  # the cache was not flushed
 
 
-def test_proxy_caches_unknown_sessions_briefly(proxy: tuple[str, Any]) -> None:
+def test_unknown_sessions_cost_no_api_call(
+    standin: PodStandIn, proxy: tuple[str, Any], echo_session: str
+) -> None:
+    """Made-up session ids, each new, answered from the watched cache (one list each
+    before: 300 made-up ids cost 300 API calls)."""
     url, app = proxy
-    lookups = app.state.resolver.lookups
-    for _ in range(20):
-        assert requests.get(f"{url}/proxy/nosuchsession2/", timeout=5).status_code == 404
-    assert app.state.resolver.lookups == lookups + 1
+    calls, lookups = dict(standin.calls), app.state.resolver.lookups
+    with requests.Session() as http:
+        for i in range(50):
+            reply = http.get(f"{url}/proxy/nosuchsession-{i}/", timeout=5)
+            assert reply.status_code == 404, reply.text
+        assert http.get(f"{url}/proxy/{echo_session}/", timeout=5).status_code == 200
+    assert dict(standin.calls) == calls
+    assert app.state.resolver.lookups == lookups
 
 
 def test_proxy_limits_bodies(proxy: tuple[str, Any], echo_session: str) -> None:

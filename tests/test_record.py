@@ -4,6 +4,7 @@ trajectory is what the person did, shows in the replay viewer and fine-tunes in 
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import math
 import os
@@ -12,8 +13,8 @@ import selectors
 import socket
 import subprocess
 import sys
-import urllib.error
-import urllib.request
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -198,21 +199,134 @@ def test_recorder_config_errors_name_the_field(tmp_path: Path) -> None:
         RecorderConfig(out_dir=tmp_path, episodes=-1)
 
 
-def test_the_page_refuses_requests_from_other_sites() -> None:
-    """Another site open in the browser cannot drive the session through the page."""
-    server = RecorderServer(("127.0.0.1", 0))
-    server.start(recorder=None)  # type: ignore[arg-type]  # refused before it is asked
+class _StubRecorder:
+    """Answers the page's reads; a refused request must never reach :meth:`act`."""
+
+    finished = threading.Event()
+
+    def state(self) -> dict[str, Any]:
+        return {"stub": True}
+
+    def screenshot_png(self) -> bytes:
+        return b"\x89PNG stub"
+
+    def new_episode(self) -> None:
+        pass
+
+    def act(self, action: Action) -> None:
+        raise AssertionError(f"a refused request got through: {action}")
+
+
+@contextlib.contextmanager
+def _stub_server(allowed_hosts: tuple[str, ...] = ()) -> Iterator[RecorderServer]:
+    server = RecorderServer(("127.0.0.1", 0), allowed_hosts)
+    server.start(_StubRecorder())  # type: ignore[arg-type]
     try:
-        request = urllib.request.Request(
-            f"{server.url}api/stop",
-            data=b"{}",
-            headers={"Origin": "http://evil.example", "Content-Type": "application/json"},
-        )
-        with pytest.raises(urllib.error.HTTPError) as info:
-            urllib.request.urlopen(request, timeout=5)
-        assert info.value.code == 403
+        yield server
     finally:
         server.stop()
+
+
+def _ask(
+    server: RecorderServer, method: str, path: str, body: bytes = b"", **headers: str
+) -> tuple[int, str]:
+    """One request with exactly these headers (``Host`` too); (status, body)."""
+    port = server.server_address[1]
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        connection.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
+        headers.setdefault("Host", f"127.0.0.1:{port}")
+        if body or method == "POST":
+            headers.setdefault("Content-Length", str(len(body)))
+        for name, value in headers.items():
+            connection.putheader(name.replace("_", "-"), value)
+        connection.endheaders(body or None)
+        reply = connection.getresponse()
+        return reply.status, reply.read().decode(errors="replace")
+    finally:
+        connection.close()
+
+
+ROUTES = [("GET", "/"), ("GET", "/api/state"), ("GET", "/api/screenshot")]
+ROUTES += [("POST", "/api/new_episode"), ("POST", "/api/action")]
+
+
+def test_the_page_refuses_requests_from_other_sites() -> None:
+    """Another site open in the browser can neither drive the session nor read it, even
+    when it rebinds its own name to 127.0.0.1 (DNS rebinding: Host and Origin match)."""
+    with _stub_server(allowed_hosts=("recorder.lan",)) as server:
+        port = server.server_address[1]
+        action = json.dumps({"type": "left_click", "x": 5, "y": 5}).encode()
+        refused = [
+            {"Host": f"evil.example:{port}", "Origin": f"http://evil.example:{port}"},
+            {"Host": f"evil.example:{port}"},
+            {"Origin": "http://evil.example"},
+            {"Origin": "null"},
+            {"Sec-Fetch-Site": "cross-site"},
+            {"Sec-Fetch-Site": "same-site"},  # another port of localhost
+            {"Host": "127.0.0.1:1"},
+            {"Host": ""},
+        ]
+        for method, path in ROUTES:
+            for headers in refused:
+                status, text = _ask(server, method, path, action, **headers)
+                assert status == 403, (method, path, headers, text)
+        own = [
+            {},
+            {"Host": f"localhost:{port}", "Origin": f"http://localhost:{port}"},
+            {"Host": f"[::1]:{port}", "Sec-Fetch-Site": "same-origin"},
+            {"Host": f"RECORDER.lan:{port}", "Origin": f"http://recorder.lan:{port}"},
+            {"Sec-Fetch-Site": "none"},  # the person typed the address
+        ]
+        for method, path in ROUTES[:-1]:
+            for headers in own:
+                status, text = _ask(server, method, path, b"{}", **headers)
+                assert status == 200, (method, path, headers, text)
+        # A link elsewhere may open the page in a tab (it holds no data), not frame it.
+        link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "document"}
+        assert _ask(server, "GET", "/", **link)[0] == 200
+        assert _ask(server, "GET", "/api/state", **link)[0] == 403
+        framed = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Dest": "iframe"}
+        assert _ask(server, "GET", "/", **framed)[0] == 403
+
+
+@pytest.mark.parametrize(
+    ("body", "headers", "status", "message"),
+    [
+        (b"[" * 65536, {}, 400, "nested too deeply"),
+        (b'{"type":"type","text":["a"]}', {}, 400, "text: must be a string, got list"),
+        (b'{"type":"keys","keys":{"a":1}}', {}, 400, "keys: must be a string"),
+        (b'{"type":"scroll","direction":"down","amount":"3"}', {}, 400, "amount: must be"),
+        (b"{}", {"Content-Length": "-1"}, 400, "Content-Length: must be a number of bytes"),
+        (b"{}", {"Content-Length": "1_0"}, 400, "Content-Length"),
+        (b"{", {}, 400, "not JSON"),
+        (b"\xff", {}, 400, "not JSON"),
+        (b"[1]", {}, 400, "must be a JSON object, got list"),
+        (b"x" * 70_000, {}, 413, "at most 65536 bytes"),
+    ],
+    ids=[
+        "deep",
+        "text-list",
+        "keys-object",
+        "amount-str",
+        "length-1",
+        "length-1_0",
+        "broken",
+        "not-utf8",
+        "array",
+        "large",
+    ],  # fmt: skip
+)
+def test_bad_input_is_a_400_with_a_message(
+    body: bytes, headers: dict[str, str], status: int, message: str
+) -> None:
+    with _stub_server() as server:
+        t0 = time.monotonic()
+        got, text = _ask(server, "POST", "/api/action", body, **headers)
+        assert (got, time.monotonic() - t0 < 3) == (status, True), text
+        assert message in json.loads(text)["error"]
+        # The page still answers.
+        assert _ask(server, "GET", "/api/state")[0] == 200
 
 
 def test_a_taken_port_is_an_error_before_any_session_starts(tmp_path: Path) -> None:

@@ -165,14 +165,23 @@ def test_session_folders_are_removed_even_after_sigkill(
     stale = Path(started["dir"])
     assert stale.is_dir() and stale.parent == tmp_path
 
+    # A Chromium profile whose server was killed by someone else (its pid is dead).
+    orphan_profile = tmp_path / f"uirl-chromium-{owner.pid}-abc123"
+    orphan_profile.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where this runtime's servers keep theirs
     rt = LocalRuntime()
     try:
         assert not stale.exists(), "the dead owner's folder was kept"
+        assert not orphan_profile.exists(), "the dead server's profile was kept"
         info = rt.acquire()
         assert {p.suffix for p in rt.log_dir.iterdir()} == {".log", ".port"}
-        os.kill(rt.pid(info), signal.SIGKILL)  # the session server dies
+        server_pid = rt.pid(info)
+        (profile,) = tmp_path.glob(f"uirl-chromium-{server_pid}-*")
+        os.kill(server_pid, signal.SIGKILL)  # the session server dies, its profile stays
         rt.release(info, healthy=False)
         assert list(rt.log_dir.iterdir()) == []  # its files went with it
+        assert not profile.exists(), "the killed server's Chromium profile was kept"
     finally:
         rt.close()
     assert list(tmp_path.glob("uirl-sessions-*")) == []
+    assert list(tmp_path.glob("uirl-chromium-*")) == []

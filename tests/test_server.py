@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import os
 import signal
 import time
@@ -129,6 +130,8 @@ def test_ui_verifiers_client_works_unchanged(session: SessionInfo) -> None:
         ({"action_type": "type"}, "text:"),
         ({"action_type": "keys", "keys": "ctrl+banana"}, "keys: unknown key 'banana'"),
         ({"action_type": "keys", "keys": "hyper+c"}, "keys: unknown modifier 'hyper'"),
+        # A non-breaking space is named, not taken for an empty combination.
+        ({"action_type": "keys", "keys": "\xa0"}, "'\\xa0' (U+00A0 NO-BREAK SPACE) is not a key"),
         ({"action_type": "scroll", "x": 5, "y": 5}, "direction"),
         ({"action_type": "scroll", "direction": "sideways"}, "direction: unknown"),
         ({"action_type": "scroll", "direction": "down", "amount": "x"}, "amount"),
@@ -336,3 +339,47 @@ def test_503_only_when_the_browser_is_really_gone(message: str, alive: bool, sta
 
     error = asyncio.run(_browser_error(_State(alive), PlaywrightError(message), "the action"))  # type: ignore[arg-type]
     assert error.status_code == status, error.detail
+
+
+def test_an_action_sent_again_with_its_id_is_answered_not_repeated(
+    client: SessionClient,
+) -> None:
+    """A client whose connection broke sends the action again: same answer, one action."""
+    client.reset(seed=0, options={"rows": [0]})
+    base = client.base_url
+    x, y = centre(client.oracle()["inputs"]["first_name"]["box"])
+    act(base, action_type="left_click", x=x, y=y)
+    token = session_headers(base)
+    sent = {"X-UIRL-Action-Id": "type-ab-1"}
+    first = requests.get(
+        f"{base}/act", params={"action_type": "type", "text": "ab"}, headers=sent, timeout=30
+    )
+    again = requests.get(
+        f"{base}/act",
+        params={"action_type": "type", "text": "ab"},
+        headers={**sent, **token},
+        timeout=30,
+    )
+    assert first.status_code == again.status_code == 200
+    assert "X-Action-Replayed" not in first.headers and again.headers["X-Action-Replayed"]
+    assert again.content == first.content
+    assert client.oracle()["inputs"]["first_name"]["value"] == "ab"  # typed once
+    # The replay's record follows the token rule of the request that asked again.
+    assert "target_rows" in json.loads(again.headers["X-Progress"])
+    assert "target_rows" not in json.loads(first.headers["X-Progress"])
+    # A new id is a new action; an id that is no id is refused before anything is done.
+    requests.get(
+        f"{base}/act",
+        params={"action_type": "type", "text": "c"},
+        headers={"X-UIRL-Action-Id": "type-c-2"},
+        timeout=30,
+    )
+    assert client.oracle()["inputs"]["first_name"]["value"] == "abc"
+    bad = requests.get(
+        f"{base}/act",
+        params={"action_type": "type", "text": "d"},
+        headers={"X-UIRL-Action-Id": "x" * 65},
+        timeout=30,
+    )
+    assert bad.status_code == 400 and "X-UIRL-Action-Id" in bad.json()["detail"]
+    assert client.oracle()["inputs"]["first_name"]["value"] == "abc"

@@ -7,8 +7,10 @@ Upstream passes ``/act`` parameters to pyautogui: X clamps the pointer to the sc
 
 from __future__ import annotations
 
+import json
 import time
 
+import h11
 import pytest
 import requests
 from key_names import PYAUTOGUI_KEYBOARD_KEYS
@@ -16,6 +18,7 @@ from key_names import PYAUTOGUI_KEYBOARD_KEYS
 from uirl_gym.actions import Action, ActionType, key_sequence
 from uirl_gym.client import InvalidActionError, SessionClient
 from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.server.app import progress_header, safe_headers
 
 TIMEOUT_S = 30
 FIELDS = ("first_name", "last_name", "email")
@@ -144,3 +147,40 @@ def test_long_text_upstream_would_type_is_typed(client: SessionClient) -> None:
     response = act(client.base_url, action_type="type", text="é" * 600)
     assert response.status_code == 200, response.text
     assert client.oracle()["inputs"]["email"]["value"] == "é" * 600
+
+
+def test_a_parameter_name_no_header_can_hold_is_named_safely(client: SessionClient) -> None:
+    """``zz%20=1`` made an illegal header: the click ran, then the answer was dropped."""
+    client.reset(seed=0, options={"rows": [0]})
+    base = client.base_url
+    x, y = centre(client.oracle()["inputs"]["first_name"]["box"])
+    # The probe's request, as sent: the header ended in a space.
+    response = requests.get(
+        f"{base}/act?action_type=left_click&x={x}&y={y}&zz%20=1", timeout=TIMEOUT_S
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["X-Ignored-Params"] == "zz%20"
+    odd = {"zz ": "1", " lead": "1", "tab\there": "1", "é": "1", "del\x7f": "1", "": "1"}
+    response = act(base, action_type="left_click", x=x, y=y, **odd)
+    assert response.status_code == 200, response.text
+    named = response.headers["X-Ignored-Params"]
+    assert "zz%20" in named and "%20lead" in named and "tab%09here" in named
+    assert "%C3%A9" in named and "del%7F" in named
+    # Many: the header names 20 and counts the rest (a client reads 64 KB at most).
+    many = {f"p{i:03d}": "1" for i in range(500)}
+    response = act(base, action_type="left_click", x=x, y=y, **many)
+    assert response.status_code == 200, response.text
+    assert response.headers["X-Ignored-Params"].endswith("p019, and 480 more")
+    assert client.oracle()["focused"] == "first_name"
+
+
+def test_every_header_built_from_input_can_be_sent() -> None:
+    record = {"events": [{"title": "a\x7fb\u00e9\n\t "}]}
+    for headers in (
+        safe_headers({"X-A": "zz ", "X-B": " x", "X-C": "t\tab\x00\x7f\u00e9\u4f60", "X-D": ""}),
+        {"X-Progress": progress_header(record)},
+    ):
+        # h11 is what refused the value (and dropped the answer): ask it directly.
+        h11.Response(status_code=200, headers=list(headers.items()))
+    assert json.loads(progress_header(record)) == record
+    assert safe_headers({"X-A": "zz "}) == {"X-A": "zz%20"}

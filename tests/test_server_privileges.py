@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import requests
 from uirl_gym.runtimes.base import TOKEN_HEADER, SessionInfo, session_headers
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 from uirl_gym.server.guards import MAX_BODY_BYTES
+from uirl_gym.tasks import TASKS
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 
 TIMEOUT_S = 30
@@ -132,3 +134,47 @@ def test_the_token_stays_out_of_argv_and_the_browser(runtime: LocalRuntime) -> N
         assert "token" not in repr(info).lower()
     finally:
         runtime.release(info)
+
+
+# What /progress and X-Progress show without the token, per task: upstream's two keys
+# for SimpleDataEntry, and counts that say nothing about which answer is right.
+UPSTREAM_KEYS = {"submitted_row_indices", "num_incorrect_submissions"}
+
+
+def test_progress_detail_needs_the_token(session: SessionInfo) -> None:
+    """Without the token, neither /progress nor X-Progress tells which guess was right."""
+
+    base = session.base_url
+    token = session_headers(base)
+    try:
+        for task in TASKS:
+            started = reset_raw_task(base, task)
+            assert started.status_code == 200, started.text
+            full = requests.get(f"{base}/progress", headers=token, timeout=TIMEOUT_S).json()
+            bare = requests.get(f"{base}/progress", timeout=TIMEOUT_S).json()
+            wrong = requests.get(
+                f"{base}/progress", headers={TOKEN_HEADER: "guess"}, timeout=TIMEOUT_S
+            ).json()
+            shot = f"{base}/act?action_type=screenshot"
+            header = requests.get(shot, timeout=TIMEOUT_S).headers["X-Progress"]
+            header_full = requests.get(shot, headers=token, timeout=TIMEOUT_S).headers["X-Progress"]
+            assert bare == wrong == json.loads(header), task
+            assert full == json.loads(header_full) and full != bare, task
+            assert set(bare) < set(full) and bare["episode"] == full["episode"], task
+            for key, value in bare.items():
+                if task == "simple_data_entry" and key in UPSTREAM_KEYS:
+                    continue
+                assert type(value) is int, (task, key, value)  # counts only
+            if task == "simple_data_entry":
+                assert UPSTREAM_KEYS <= set(bare)
+    finally:
+        reset_raw_task(base, "simple_data_entry")
+
+
+def reset_raw_task(base: str, task: str) -> requests.Response:
+    return requests.post(
+        f"{base}/reset",
+        json={"seed": 0, "task": task},
+        headers=session_headers(base),
+        timeout=TIMEOUT_S,
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -150,6 +151,9 @@ PYAUTOGUI_KEYS = {
 }  # fmt: skip
 # pyautogui's whitespace "characters": keys, not text.
 WHITESPACE_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", " ": "Space"}
+# What a key combination may be padded with: ASCII only, so that a non-breaking space
+# (which str.strip() removes too) is named as the key it is, not taken for nothing.
+ASCII_SPACE = " \t\n\r\x0b\x0c"
 # What ``type`` presses as a key instead of typing it, as pyautogui does.
 TYPED_KEYS = {"\t": "Tab", "\n": "Enter", "\r": "Enter", "\r\n": "Enter"}
 _TYPED_KEYS_RE = re.compile(r"(\r\n|\r|\n|\t)")
@@ -179,18 +183,18 @@ def key_sequence(keys: str) -> list[str]:
     Raises:
         ValueError: empty, too long, or a part that is not a known key name.
     """
-    if not keys or (not keys.strip() and keys not in WHITESPACE_KEYS):
+    if not keys or (not keys.strip(ASCII_SPACE) and keys not in WHITESPACE_KEYS):
         raise ValueError("keys: must not be empty, e.g. 'ctrl+c', 'Enter', 'shift+Tab'")
     if len(keys) > MAX_KEYS_LENGTH:
         raise ValueError(f"keys: at most {MAX_KEYS_LENGTH} characters, got {len(keys)}")
     if keys in WHITESPACE_KEYS:
         return [WHITESPACE_KEYS[keys]]
     # "ctrl++" means Control and the plus key.
-    stripped = keys.strip()
+    stripped = keys.strip(ASCII_SPACE)
     parts = stripped.split("+")
     if stripped.endswith("++") or stripped == "+":
         parts = [*parts[:-2], "+"]
-    parts = [p.strip() for p in parts]
+    parts = [p.strip(ASCII_SPACE) for p in parts]
     return [_key_name(part, keys, last=i == len(parts) - 1) for i, part in enumerate(parts)]
 
 
@@ -201,8 +205,11 @@ def _key_name(part: str, keys: str, *, last: bool) -> str:
         return part
     if len(part) == 1 or (part and not part.isascii()):
         where = "" if part == keys else f" in {keys!r}"
+        # An invisible character is named too (U+00A0 NO-BREAK SPACE): its repr alone
+        # looks like nothing in most consoles.
+        named = f" ({_unicode_names(part)})" if not part.isprintable() or part.isspace() else ""
         raise ValueError(
-            f"keys: {part!r}{where} is not a key on the keyboard (only ASCII "
+            f"keys: {part!r}{named}{where} is not a key on the keyboard (only ASCII "
             "characters and key names are); to enter it, use action_type=type with "
             f"text={part!r}"
         )
@@ -216,6 +223,10 @@ def _key_name(part: str, keys: str, *, last: bool) -> str:
         "name: pyautogui's (enter, tab, esc, pgdn, f1, num0, volumeup, ...) or "
         f"Playwright's ({', '.join(PLAYWRIGHT_KEYS[:14])}, ...); docs/protocol.md lists all"
     )
+
+
+def _unicode_names(text: str) -> str:
+    return ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in text[:4])
 
 
 def parse_keys(keys: str) -> str:
@@ -314,25 +325,41 @@ class Action:
                     f"{name}: {value} is off the {SCREEN_WIDTH}x{SCREEN_HEIGHT} screen; "
                     f"allowed 0..{limit - 1}"
                 )
+        self._validate_fields(max_text_length)
+        return self
+
+    def _validate_fields(self, max_text_length: int) -> None:
+        # Their types are checked too: a recorder request's JSON can hold a list or an
+        # object where a string belongs, which used to surface as an internal error.
+        t = self.type
         if t is ActionType.TYPE:
             # Empty text types nothing, as pyautogui.typewrite("") does (a no-op).
             if self.text is None:
                 raise ValueError("text: type needs a text, e.g. text=hello")
+            if not isinstance(self.text, str):
+                raise ValueError(f"text: must be a string, got {type(self.text).__name__}")
             if len(self.text) > max_text_length:
                 raise ValueError(
                     f"text: at most {max_text_length} characters, got {len(self.text)}"
                 )
         if t is ActionType.KEYS:
+            if self.keys is not None and not isinstance(self.keys, str):
+                raise ValueError(
+                    f"keys: must be a string such as 'ctrl+c', got {type(self.keys).__name__}"
+                )
             parse_keys(self.keys or "")
         if t is ActionType.SCROLL:
             if self.direction is None:
                 raise ValueError(
                     "direction: scroll needs one of " + ", ".join(d.value for d in ScrollDirection)
                 )
+            if self.amount is not None and (
+                isinstance(self.amount, bool) or not isinstance(self.amount, int | np.integer)
+            ):
+                raise ValueError(f"amount: must be an integer, got {self.amount!r}")
             amount = self.scroll_amount
             if not 1 <= amount <= MAX_SCROLL_AMOUNT:
                 raise ValueError(f"amount: must be 1..{MAX_SCROLL_AMOUNT}, got {amount}")
-        return self
 
     @property
     def scroll_amount(self) -> int:

@@ -5,9 +5,17 @@ change the task's state twice:
 - reads (``/``, ``/health``, ``/progress``, ``/oracle``, a ``screenshot`` action) and
   ``POST /reset`` (a reset with the same seed and options lands in the same state) are
   retried on connection errors, timeouts and 502/503/504;
-- any other action is retried only when the connection could not be opened, i.e. the
-  request never reached the server. A click that may have been delivered is never sent
-  twice; its failure surfaces as :class:`SessionUnavailableError`.
+- any other action carries an action id (``X-UIRL-Action-Id``, new for each action): the
+  session remembers the answers to its last few and answers a repeat with the first
+  answer instead of acting again, so the action is retried with the same id when its
+  answer was lost (a connection closed or reset) or a proxy answered 502. Not after a
+  read timeout or a 504 (the session is busy or stuck: a repeat would wait behind the
+  same action) nor a 503 (the browser is gone: the answer is already there).
+
+Idle connections: the session server keeps an idle keep-alive connection open for
+``DEFAULT_KEEP_ALIVE_S`` (75 s); this client opens a fresh connection after
+``max_idle_s`` (30 s) without a request, so that it never sends on a connection the
+server is closing at that moment (agents may think for minutes between steps).
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import io
 import json
 import logging
 import time
+import uuid
 from typing import Any
 
 import numpy as np
@@ -24,11 +33,17 @@ import requests
 from PIL import Image
 
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
-from uirl_gym.runtimes.base import session_headers
+from uirl_gym.runtimes.base import ACTION_ID_HEADER, session_headers
 
 logger = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({502, 503, 504})
+# A proxy's "the connection to the session failed": an action with an id is retried on
+# it (a session's own 503 means its browser is gone, a repeat would get the same answer;
+# a proxy's 504 is a timeout, see _request).
+GATEWAY_STATUS = frozenset({502})
+# Shorter than the server's keep-alive (runtimes.base.DEFAULT_KEEP_ALIVE_S).
+DEFAULT_MAX_IDLE_S = 30.0
 IMAGE_FORMATS = ("png", "jpeg", "raw")
 
 
@@ -104,8 +119,10 @@ class SessionClient:
             always returns decoded uint8 arrays.
 
     ``headers`` are the credentials sent with every request (the session token for
-    ``/reset`` and ``/oracle``, a proxy's bearer token); None takes those the runtime
-    registered for ``base_url`` (see ``uirl_gym.runtimes.base.session_headers``).
+    ``/reset``, ``/oracle`` and the detail of the task's record, a proxy's bearer
+    token); None takes those the runtime registered for ``base_url`` (see
+    ``uirl_gym.runtimes.base.session_headers``). ``max_idle_s``: a connection unused for
+    longer is closed and a new one opened (see the module docstring).
     """
 
     def __init__(
@@ -118,6 +135,7 @@ class SessionClient:
         backoff_s: float = 0.1,
         image_format: str = "png",
         headers: dict[str, str] | None = None,
+        max_idle_s: float = DEFAULT_MAX_IDLE_S,
     ) -> None:
         if image_format not in IMAGE_FORMATS:
             raise ValueError(f"image_format: expected one of {IMAGE_FORMATS}, got {image_format!r}")
@@ -126,32 +144,55 @@ class SessionClient:
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.image_format = image_format
+        self.max_idle_s = max_idle_s
         self._http = requests.Session()
         # One connection is enough: a session serves one agent, requests are sequential.
-        adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
-        self._http.mount("http://", adapter)
+        self._adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
+        self._http.mount("http://", self._adapter)
+        self._last_used = 0.0  # monotonic time of the last answer (0: no connection yet)
         self._http.headers.update(session_headers(base_url) if headers is None else headers)
 
     def _request(
-        self, method: str, path: str, *, idempotent: bool, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        idempotent: bool,
+        action_id: str | None = None,
+        **kwargs: Any,
     ) -> requests.Response:
         url = self.base_url + path
+        if action_id is not None:
+            kwargs["headers"] = {**kwargs.get("headers", {}), ACTION_ID_HEADER: action_id}
         attempt = 0
         while True:
+            self._retire_idle_connection()
             try:
                 response = self._http.request(method, url, timeout=self.timeout, **kwargs)
             except requests.RequestException as exc:
                 never_sent = isinstance(exc, requests.ConnectTimeout) or (
                     isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
                 )
-                if attempt < self.max_retries and (idempotent or never_sent):
+                # An action with an id is sent again when its answer was lost (a closed or
+                # reset connection), not after a read timeout: the session is then busy
+                # or stuck, and the repeat would wait for the same lock.
+                answer_lost = action_id is not None and not isinstance(exc, requests.ReadTimeout)
+                retry_safe = idempotent or never_sent or answer_lost
+                if attempt < self.max_retries and retry_safe:
                     attempt += 1
+                    logger.info("%s %s: %s; retrying", method, path, type(exc).__name__)
                     time.sleep(self.backoff_s * 2 ** (attempt - 1))
                     continue
                 raise SessionUnavailableError(
                     f"{method} {path} failed: {type(exc).__name__}: {exc}", self.base_url
                 ) from exc
-            if response.status_code in RETRY_STATUS and idempotent and attempt < self.max_retries:
+            finally:
+                self._last_used = time.monotonic()
+            if idempotent:
+                retry_status = RETRY_STATUS
+            else:
+                retry_status = GATEWAY_STATUS if action_id is not None else frozenset()
+            if response.status_code in retry_status and attempt < self.max_retries:
                 attempt += 1
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
                 continue
@@ -164,6 +205,12 @@ class SessionClient:
                 error = InvalidActionError if path.startswith("/act") else SessionHTTPError
                 raise error(response.status_code, _detail(response), self.base_url)
             return response
+
+    def _retire_idle_connection(self) -> None:
+        # The server may close an idle connection at any moment after its keep-alive;
+        # closing it first means a request is never sent on one that is closing.
+        if self._last_used and time.monotonic() - self._last_used > self.max_idle_s:
+            self._adapter.close()
 
     def status_text(self) -> str:
         return self._request("GET", "/", idempotent=True).text
@@ -204,7 +251,12 @@ class SessionClient:
         if delay_s:
             params["delay"] = str(delay_s)
         idempotent = action.type is ActionType.SCREENSHOT
-        response = self._request("GET", "/act", idempotent=idempotent, params=params)
+        # A fresh id per action: a retry sends the same one, and the session answers it
+        # without acting twice.
+        action_id = None if idempotent else uuid.uuid4().hex
+        response = self._request(
+            "GET", "/act", idempotent=idempotent, action_id=action_id, params=params
+        )
         progress_header = response.headers.get("X-Progress")
         progress = json.loads(progress_header) if progress_header else self.progress()
         return decode_image(response.content, self.image_format), progress

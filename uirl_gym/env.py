@@ -180,6 +180,9 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             self.session.base_url,
             read_timeout_s=self.step_timeout_s,
             image_format=self.image_format,
+            # The session token: the reward reads the record's detail, which the server
+            # shows only to its holder (None: the credentials registered for the URL).
+            headers=dict(self.session.headers) or None,
         )
         return self._client
 

@@ -38,6 +38,14 @@ SESSION_HEADER = "X-UIRL-Session-Id"
 # local user can read) and to the env through SessionInfo, never to the agent.
 TOKEN_ENV_VAR = "UIRL_SESSION_TOKEN"
 TOKEN_HEADER = "X-UIRL-Token"
+# Names one action (``GET /act``): a session remembers the answers to its last few, so
+# that a client whose connection broke before the answer came can send the same action
+# again and get that answer, never a second click.
+ACTION_ID_HEADER = "X-UIRL-Action-Id"
+# How long a session server keeps an idle keep-alive connection open; clients retire
+# theirs sooner (SessionClient.max_idle_s), so that they never send on a connection the
+# server is closing. LLM agents think for seconds to minutes between steps.
+DEFAULT_KEEP_ALIVE_S = 75.0
 
 
 def new_session_token() -> str:

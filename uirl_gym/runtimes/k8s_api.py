@@ -71,6 +71,7 @@ LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$
 REQUEST_TIMEOUT_S = (5.0, 30.0)  # (connect, read) of every non-watch call
 WATCH_TIMEOUT_S = 60  # the server ends a watch after this; we resume from the last version
 WATCH_RETRY_MAX_S = 10.0
+MAX_GONE_REMEMBERED = 10_000
 
 
 class KubernetesConfigError(Exception):
@@ -421,7 +422,9 @@ class PodCache:
         self._selector = label_selector
         self._listener = listener
         self._pods: dict[str, PodState] = {}
-        self._gone: set[str] = set()
+        # Names of deleted pods, oldest first, bounded: a long-running watcher (the
+        # proxy) sees every session ever deleted.
+        self._gone: dict[str, None] = {}
         self._cond = threading.Condition()
         self._stopped = threading.Event()
         self._stream: PodWatchStream | None = None
@@ -471,7 +474,9 @@ class PodCache:
             old = self._pods.get(pod.name)
             if event_type == "DELETED":
                 self._pods.pop(pod.name, None)
-                self._gone.add(pod.name)
+                self._gone[pod.name] = None
+                if len(self._gone) > MAX_GONE_REMEMBERED:
+                    del self._gone[next(iter(self._gone))]
                 new = None
             else:
                 self._pods[pod.name] = new = pod

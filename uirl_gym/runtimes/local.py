@@ -45,12 +45,15 @@ from uirl_gym.runtimes.base import (
     register_session,
     server_command,
 )
+from uirl_gym.server.cdp import PROFILE_PREFIX
 
 logger = logging.getLogger(__name__)
 
 LOG_TAIL_LINES = 30
 STOP_GRACE_S = 5.0
 TMP_PREFIX = "uirl-sessions-"
+# What remove_stale_dirs cleans: a runtime's folders and its servers' Chromium profiles.
+STALE_PREFIXES = (TMP_PREFIX, PROFILE_PREFIX)
 
 
 @dataclass
@@ -168,6 +171,9 @@ class LocalRuntime:
     def _stop_and_clean(self, entry: _LocalSession) -> None:
         self._stop(entry)
         forget_session(entry.info.session_id)
+        if entry.process.returncode not in (0, -signal.SIGTERM):
+            # Killed, not stopped (SIGKILL, a crash): its Chromium profile is left behind.
+            remove_stale_dirs()
         if self._tmp is not None:  # a user's log_dir keeps its logs
             for path in (entry.log_path, entry.log_path.with_suffix(".port")):
                 path.unlink(missing_ok=True)
@@ -273,27 +279,31 @@ class LocalRuntime:
 
 
 def remove_stale_dirs(tmp_dir: str | None = None) -> list[Path]:
-    """Remove the ``uirl-sessions-<pid>-*`` folders whose owner process is gone.
+    """Remove the folders of dead owners: ``uirl-sessions-<pid>-*`` (a runtime's) and
+    ``uirl-chromium-<pid>-*`` (a session server's Chromium profile, ~1 MB).
 
-    A runtime killed with SIGKILL cannot remove its own folder; its servers exit on
-    their own (``--parent-pid``), and the next runtime removes what is left.
+    A process killed with SIGKILL cannot remove its own folder: a runtime's servers exit
+    on their own (``--parent-pid``), and the next runtime removes what is left; a server
+    killed so leaves its profile, removed when its runtime stops it or the next one starts.
 
     Returns:
         The folders removed.
     """
     removed = []
-    for path in Path(tmp_dir or tempfile.gettempdir()).glob(f"{TMP_PREFIX}*-*"):
-        owner = path.name.removeprefix(TMP_PREFIX).split("-", 1)[0]
-        if not owner.isdigit() or _pid_alive(int(owner)) or not path.is_dir():
-            continue
-        try:
-            shutil.rmtree(path)
-        except OSError as exc:
-            logger.warning("could not remove %s, left by a dead runtime: %s", path, exc)
-        else:
-            removed.append(path)
+    root = Path(tmp_dir or tempfile.gettempdir())
+    for prefix in STALE_PREFIXES:
+        for path in root.glob(f"{prefix}*-*"):
+            owner = path.name.removeprefix(prefix).split("-", 1)[0]
+            if not owner.isdigit() or _pid_alive(int(owner)) or not path.is_dir():
+                continue
+            try:
+                shutil.rmtree(path)
+            except OSError as exc:
+                logger.warning("could not remove %s, left by a dead process: %s", path, exc)
+            else:
+                removed.append(path)
     if removed:
-        logger.info("removed %d session folder(s) of dead runtimes", len(removed))
+        logger.info("removed %d folder(s) of dead runtimes and sessions", len(removed))
     return removed
 
 

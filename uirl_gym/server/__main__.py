@@ -19,7 +19,7 @@ import time
 
 import uvicorn
 
-from uirl_gym.runtimes.base import TOKEN_ENV_VAR, TOKEN_HEADER
+from uirl_gym.runtimes.base import DEFAULT_KEEP_ALIVE_S, TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.server.app import ServerConfig, create_app
 from uirl_gym.server.backends import BACKEND_ENV_VAR, BrowserBackend, default_backend
 from uirl_gym.server.chromium import BrowserNotFoundError
@@ -52,6 +52,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "neither: a random one, logged once). Never pass a token in argv: anyone can read it",
     )
     p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json")
+    p.add_argument(
+        "--keep-alive-s",
+        type=float,
+        default=DEFAULT_KEEP_ALIVE_S,
+        help="how long an idle keep-alive connection stays open; longer than the clients' "
+        "idle limit (SessionClient.max_idle_s), so that the client closes it first",
+    )
     p.add_argument("--log-level", default="info")
     p.add_argument(
         "--parent-pid",
@@ -134,7 +141,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid:
         _exit_with_parent(args.parent_pid)
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level=args.log_level, access_log=False, timeout_graceful_shutdown=5)
+        uvicorn.Config(
+            app,
+            log_level=args.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            # uvicorn's default (5 s) closed connections under agents that think longer,
+            # racing with their next request (a click sent as the server closed).
+            timeout_keep_alive=args.keep_alive_s,  # type: ignore[arg-type]
+        )
     )
     server.run(sockets=[sock])
     return 0

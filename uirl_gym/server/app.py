@@ -3,14 +3,18 @@
 Requests that touch the browser (act, reset, oracle) are serialised by one lock: a
 session serves one agent. The task app records submissions through an in-browser
 binding (``window.uirlRecord``), never through HTTP, so nobody who can reach the server
-can fake one; ``/reset`` and ``/oracle`` need the session's token (see ``guards``).
+can fake one; ``/reset`` and ``/oracle`` need the session's token (see ``guards``), and
+``/progress`` (like ``/act``'s ``X-Progress``) gives its detail only with that token.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
+import re
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping
@@ -18,14 +22,14 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
-from uirl_gym.runtimes.base import SESSION_HEADER, new_session_token
-from uirl_gym.server.act_params import parse_act_query
+from uirl_gym.runtimes.base import ACTION_ID_HEADER, SESSION_HEADER, new_session_token
+from uirl_gym.server.act_params import ActRequest, parse_act_query
 from uirl_gym.server.backends import BrowserBackend, make_browser_session
 from uirl_gym.server.chromium import ImageFormat, find_browser
 from uirl_gym.server.errors import browser_errors
@@ -41,6 +45,13 @@ from uirl_gym.tasks import make_task, task_spec
 from uirl_gym.tasks.base import Task, TaskOptionsError
 
 logger = logging.getLogger(__name__)
+
+# Answers remembered for retried actions (a client retries its last one only; a raw
+# screenshot is 3 MB, so few).
+ACTIONS_REMEMBERED = 4
+ACTION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+# Ignored parameters named in X-Ignored-Params, at most (the rest are counted).
+MAX_NAMED_PARAMS = 20
 
 MEDIA_TYPES = {
     ImageFormat.PNG: "image/png",
@@ -110,6 +121,13 @@ class SessionState:
         self.started_at = datetime.now(UTC)
         self.ready = False
         self.instruction = ""
+        # The answers to the last actions sent with an action id (see act()).
+        self.done_actions: collections.OrderedDict[str, ActionOutcome] = collections.OrderedDict()
+
+    def remember(self, action_id: str, outcome: ActionOutcome) -> None:
+        self.done_actions[action_id] = outcome
+        while len(self.done_actions) > ACTIONS_REMEMBERED:
+            self.done_actions.popitem(last=False)
 
     def task_named(self, name: str) -> Task:
         """This session's object for task ``name`` (``ValueError``: unknown task)."""
@@ -169,6 +187,23 @@ async def _browser_error(state: SessionState, exc: Exception, what: str) -> HTTP
         status_code=500,
         detail=f"{what} failed ({message}); the browser is fine and the session usable",
     )
+
+
+def has_token(request: Request) -> bool:
+    """Whether the request carries this session's token (none or a wrong one: False)."""
+    state: SessionState = request.app.state.session
+    presented = presented_token(request.headers)
+    return presented is not None and secrets.compare_digest(
+        presented.encode(), state.token.encode()
+    )
+
+
+def task_record(request: Request) -> dict[str, Any]:
+    """The task's record as this request may see it: whole with the session token (the
+    env's reward needs which goal is met), else only what reveals no answer (an agent
+    that can make HTTP calls must not test its guesses through /progress)."""
+    state: SessionState = request.app.state.session
+    return state.task.progress() if has_token(request) else state.task.public_progress()
 
 
 def require_token(request: Request, what: str) -> None:
@@ -286,57 +321,147 @@ async def reset(request: Request) -> JSONResponse:
     return JSONResponse(result)
 
 
+@dataclass
+class ActionOutcome:
+    """What one ``GET /act`` answered, kept to answer a retry of it (same action id).
+
+    The record is kept both ways (whole and public), so that the replay's ``X-Progress``
+    follows the token rule of the request that asks again.
+    """
+
+    status: int
+    body: bytes
+    media_type: str
+    headers: dict[str, str] = field(default_factory=dict)
+    progress: dict[str, Any] | None = None
+    public_progress: dict[str, Any] | None = None
+
+    def response(self, request: Request, *, replayed: bool = False) -> Response:
+        headers = dict(self.headers)
+        record = self.progress if has_token(request) else self.public_progress
+        if record is not None:
+            # The task's record after the action, so that a client computing rewards
+            # needs no second round trip (same JSON as GET /progress, token rule too).
+            headers["X-Progress"] = progress_header(record)
+        if replayed:
+            headers["X-Action-Replayed"] = "true"
+        return Response(
+            self.body, self.status, media_type=self.media_type, headers=safe_headers(headers)
+        )
+
+
 @router.get("/act")
 async def act(request: Request) -> Response:
+    """Perform an action and answer its settled screenshot.
+
+    With an ``X-UIRL-Action-Id`` header, the answer is remembered: the same id again
+    (a client whose connection broke before the answer came) gets that answer, and
+    the action is not performed twice.
+    """
     state: SessionState = request.app.state.session
+    action_id = request.headers.get(ACTION_ID_HEADER)
+    if action_id is not None and not ACTION_ID_RE.fullmatch(action_id):
+        raise _bad_request(
+            f"{ACTION_ID_HEADER}: 1-64 letters, digits and . _ : -, got {action_id[:80]!r}"
+        )
     try:
         parsed = parse_act_query(request.query_params)
     except ValueError as exc:
         raise _bad_request(str(exc)) from None
     async with state.lock:
-        t0 = time.perf_counter()
+        # Looked up under the lock: a retry that arrived while its first copy was still
+        # acting waits for it here, then finds its answer.
+        done = state.done_actions.get(action_id) if action_id is not None else None
+        if done is not None:
+            logger.info("action %s sent again: its answer is replayed, not the action", action_id)
+            return done.response(request, replayed=True)
         try:
-            await state.browser.act(parsed.action)
-            t1 = time.perf_counter()
-            if parsed.delay_s:
-                await asyncio.sleep(parsed.delay_s)
-            image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
-        except state.browser_errors as exc:
-            raise await _browser_error(
-                state, exc, f"the {parsed.action.type.value} action"
-            ) from None
-        except RuntimeError as exc:
-            raise HTTPException(status_code=409, detail=str(exc)) from None
-        t2 = time.perf_counter()
+            outcome = await _perform(state, parsed)
+        except HTTPException as exc:
+            body = json.dumps({"detail": exc.detail}).encode()
+            outcome = ActionOutcome(exc.status_code, body, "application/json")
+        if action_id is not None:
+            state.remember(action_id, outcome)
+    return outcome.response(request)
+
+
+async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
+    """Act and capture (the lock is held); HTTPException when it failed."""
+    t0 = time.perf_counter()
+    try:
+        await state.browser.act(parsed.action)
+        t1 = time.perf_counter()
+        if parsed.delay_s:
+            await asyncio.sleep(parsed.delay_s)
+        image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
+    except state.browser_errors as exc:
+        raise await _browser_error(state, exc, f"the {parsed.action.type.value} action") from None
+    except RuntimeError as exc:
+        raise HTTPException(status_code=409, detail=str(exc)) from None
+    t2 = time.perf_counter()
     headers = {
         "X-Action-Ms": f"{(t1 - t0) * 1000:.2f}",
         "X-Capture-Ms": f"{(t2 - t1) * 1000:.2f}",
         "X-Episode": str(state.task.episode_id),
         "X-Width": str(SCREEN_WIDTH),
         "X-Height": str(SCREEN_HEIGHT),
-        # The task's record after the action, so that a client computing rewards needs
-        # no second round trip (same JSON as GET /progress).
-        "X-Progress": json.dumps(state.task.progress(), separators=(",", ":")),
     }
     # What a lenient reading changed, so that a client can tell (never silently).
     if parsed.clamped:
         headers["X-Clamped"] = ", ".join(parsed.clamped)
     if parsed.ignored:
-        headers["X-Ignored-Params"] = ", ".join(_header_safe(n) for n in parsed.ignored)
-    return Response(image, media_type=MEDIA_TYPES[parsed.image_format], headers=headers)
+        # Bounded: a client reads a header line of 64 KB at most (http.client), and an
+        # answer it cannot read is lost after the action ran.
+        named = [_header_safe(n) for n in parsed.ignored[:MAX_NAMED_PARAMS]]
+        if len(parsed.ignored) > MAX_NAMED_PARAMS:
+            named.append(f"and {len(parsed.ignored) - MAX_NAMED_PARAMS} more")
+        headers["X-Ignored-Params"] = ", ".join(named)
+    return ActionOutcome(
+        200,
+        image,
+        MEDIA_TYPES[parsed.image_format],
+        headers,
+        progress=state.task.progress(),
+        public_progress=state.task.public_progress(),
+    )
 
 
 def _header_safe(name: str) -> str:
-    # Parameter names come from the client: keep the header ASCII, printable and short.
-    safe = name.encode("ascii", "backslashreplace").decode()
-    safe = "".join(c if c.isprintable() and c != "," else "?" for c in safe)
+    # Parameter names come from the client: percent-encode them (UTF-8) so that the
+    # header is printable ASCII without spaces at either end (h11 drops the whole answer,
+    # after the action ran, for a value like "zz "), and two names cannot run together.
+    safe = quote(name, safe="")
     return safe if len(safe) <= 40 else safe[:37] + "..."
+
+
+def progress_header(progress: Mapping[str, Any]) -> str:
+    """The record as a header value: JSON in ASCII (DEL, which ``json.dumps`` leaves
+    alone and no header may hold, is escaped too: an agent can type it into a record)."""
+    return json.dumps(progress, separators=(",", ":")).replace("\x7f", "\\u007f")
+
+
+# RFC 9110 field-value, as h11 checks it, in ASCII: visible characters, spaces inside.
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]([\x20-\x7e]*[\x21-\x7e])?")
+
+
+def safe_headers(headers: dict[str, str]) -> dict[str, str]:
+    """``headers`` with every value a server may send; an unsendable one is percent-encoded.
+
+    The last line of defence: an answer whose header h11 refuses is dropped after the
+    action ran, and the client cannot tell whether its click happened.
+    """
+    out = {}
+    for name, value in headers.items():
+        if value and not _HEADER_VALUE.fullmatch(value):
+            logger.warning("header %s: unsendable value %r, percent-encoded", name, value[:80])
+            value = quote(value, safe="".join(map(chr, range(0x21, 0x7F))).replace("%", ""))
+        out[name] = value
+    return out
 
 
 @router.get("/progress")
 async def progress(request: Request) -> JSONResponse:
-    state: SessionState = request.app.state.session
-    return JSONResponse(state.task.progress())
+    return JSONResponse(task_record(request))
 
 
 @router.get("/oracle")

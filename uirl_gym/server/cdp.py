@@ -28,6 +28,9 @@ from uirl_gym.server.errors import BrowserError
 
 logger = logging.getLogger(__name__)
 
+# Chromium's profile folder in the temp directory: uirl-chromium-<server pid>-*.
+PROFILE_PREFIX = "uirl-chromium-"
+
 EventHandler = Callable[[dict[str, Any]], None]
 COMMAND_TIMEOUT_S = 30.0
 # Playwright's launch switches (chromiumSwitches.ts, 1.5x), less the ones that only
@@ -259,7 +262,10 @@ class ChromiumProcess:
         Raises:
             CdpError: Chromium exited or did not answer within the timeout.
         """
-        user_data_dir = tempfile.mkdtemp(prefix="uirl-chromium-")
+        # The server's pid in the name: a server killed with SIGKILL cannot remove its
+        # profile, and whoever cleans up later (runtimes.local.remove_stale_dirs) tells
+        # a dead owner's folder by it.
+        user_data_dir = tempfile.mkdtemp(prefix=f"{PROFILE_PREFIX}{os.getpid()}-")
         to_browser_r, to_browser_w = os.pipe()
         from_browser_r, from_browser_w = os.pipe()
         argv = [

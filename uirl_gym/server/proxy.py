@@ -5,10 +5,11 @@ unchanged; status, body and content type come back unchanged. Only pods labelled
 ``app=uirl-session`` with the matching ``uirl/session-id`` label are ever reached, so
 the proxy cannot be used to reach anything else in the namespace.
 
-Pod IPs are cached for ``cache_ttl_s``, unknown session ids for ``negative_cache_ttl_s``
-(so that requests for a session that does not exist cost no API call each); a
-connection failure drops the cached entry and looks the pod up once more (pods are
-replaced, IPs change).
+Sessions are looked up in a watched cache: one list + watch of the session pods (an
+informer), so that no request costs an API call, whether its session exists or not (a
+stream of made-up ids costs nothing); a connection failure makes the next lookup of
+that session ask the API once (pods are replaced, IPs change, and the watch may lag a
+moment behind).
 
 What the proxy refuses: malformed, percent-encoded or over-long session ids and paths
 (400), request bodies over 1 MB (413, counted as they stream in), and, with a token
@@ -31,6 +32,7 @@ import logging
 import os
 import secrets
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -41,14 +43,15 @@ import uvicorn
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from uirl_gym.runtimes.base import SESSION_HEADER
+from uirl_gym.runtimes.base import DEFAULT_KEEP_ALIVE_S, SESSION_HEADER
 from uirl_gym.runtimes.k8s_api import (
     APP_LABEL,
     APP_NAME,
     SESSION_ID_RE,
-    SESSION_LABEL,
     PodApi,
     PodApiError,
+    PodCache,
+    PodState,
     load_api_client,
     session_selector,
 )
@@ -62,6 +65,10 @@ PROXY_PREFIX = b"/proxy/"
 # 8192 characters of text, percent-encoded (up to 12 bytes a character); anything longer
 # is not the protocol.
 MAX_TARGET_BYTES = 64 * 1024
+# How long the proxy keeps an idle connection to a pod: shorter than the session
+# server's keep-alive, so that the proxy closes it first and never sends on one that a
+# pod is closing. (Idle connections from clients: --keep-alive-s, as a session's.)
+POD_IDLE_S = 30.0
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 # Hop-by-hop headers (RFC 9110 7.6.1) and those httpx recomputes: never forwarded.
 HOP_HEADERS = frozenset(
@@ -86,9 +93,8 @@ class ProxyConfig:
     """Settings of the routing proxy.
 
     Attributes:
-        cache_ttl_s: how long a pod's address is reused without a lookup.
-        negative_cache_ttl_s: how long "no such session" is remembered (a session's pod
-            is created before its id is handed out, so a miss stays a miss).
+        ready_wait_s: how long a request for a session whose pod exists but is not
+            ready (in the proxy's watched cache) waits for it before a 503.
         token: clients must send ``Authorization: Bearer <token>``; None: no auth.
         max_body_bytes: larger request bodies get 413.
         connect_timeout_s: to open a connection to a pod.
@@ -96,8 +102,7 @@ class ProxyConfig:
         max_connections: to all pods together (keep-alive pool).
     """
 
-    cache_ttl_s: float = 5.0
-    negative_cache_ttl_s: float = 3.0
+    ready_wait_s: float = 2.0
     connect_timeout_s: float = 3.0
     read_timeout_s: float = 60.0
     max_connections: int = 256
@@ -114,61 +119,91 @@ class SessionNotReadyError(Exception):
 
 
 class PodResolver:
-    """Session id -> ``(pod IP, port)``, from the pod API, cached for a short time."""
+    """Session id -> ``(pod IP, port)``, from a watched cache of the session pods.
 
-    def __init__(self, api: PodApi, ttl_s: float, negative_ttl_s: float = 0.0) -> None:
+    One list + watch (:class:`PodCache`, selector ``app=uirl-session``) keeps every
+    session pod of the namespace current, as a Kubernetes informer does: a lookup reads
+    the cache and costs no API call, whether the id is known or made up (a per-id list
+    with a short negative cache made each new made-up id cost one list). Until the cache
+    has synced (start-up), and once after a connection to a cached address failed (the
+    watch may lag a replacement by a moment), a lookup lists that session's pods.
+    """
+
+    def __init__(self, api: PodApi, ready_wait_s: float = 2.0) -> None:
         self.api = api
-        self.ttl_s = ttl_s
-        self.negative_ttl_s = negative_ttl_s
-        self._cache: dict[str, tuple[str, int, float]] = {}
-        self._missing: dict[str, float] = {}  # session id -> until when it is "not found"
-        self.lookups = 0  # API lookups made (for tests and metrics)
+        self.ready_wait_s = ready_wait_s
+        self.cache = PodCache(api, session_selector(), listener=self._on_change)
+        self._by_session: dict[str, dict[str, PodState]] = {}
+        self._lock = threading.Lock()
+        self._recheck: set[str] = set()  # sessions whose cached address failed
+        self.lookups = 0  # API lookups made (for tests and metrics): none once synced
+
+    def start(self) -> None:
+        self.cache.start()
+
+    def stop(self) -> None:
+        self.cache.stop()
+
+    def _on_change(self, old: PodState | None, new: PodState | None) -> None:
+        # Called from the watch thread: the index by session id follows the cache.
+        with self._lock:
+            if old is not None and old.session_id is not None:
+                pods = self._by_session.get(old.session_id, {})
+                pods.pop(old.name, None)
+                if not pods:
+                    self._by_session.pop(old.session_id, None)
+            if new is not None and new.session_id is not None:
+                self._by_session.setdefault(new.session_id, {})[new.name] = new
 
     async def resolve(self, session_id: str) -> tuple[str, int]:
-        """The pod's address.
+        """The pod's address; a pod that exists but is not ready yet is waited for up to
+        ``ready_wait_s`` (the watch may report Ready a moment after the runtime saw it).
 
         Raises:
             SessionNotFoundError: no uirl session pod has this id.
             SessionNotReadyError: its pod is not ready.
-            PodApiError: the API server did not answer.
+            PodApiError: the API server did not answer (only when a lookup lists).
         """
-        now = time.monotonic()
-        cached = self._cache.get(session_id)
-        if cached is not None and cached[2] > now:
-            return cached[0], cached[1]
-        if self._missing.get(session_id, 0.0) > now:
-            raise SessionNotFoundError(session_id)
+        if not self.cache.synced.is_set() or session_id in self._recheck:
+            self._recheck.discard(session_id)
+            return await self._resolve_by_list(session_id)
+        deadline = time.monotonic() + self.ready_wait_s
+        while True:
+            with self._lock:
+                pods = list(self._by_session.get(session_id, {}).values())
+            if not pods:
+                raise SessionNotFoundError(session_id)
+            usable = [p for p in pods if p.usable]
+            if usable:
+                return _address(usable)
+            if time.monotonic() >= deadline:
+                raise SessionNotReadyError(f"{pods[0].name}: phase {pods[0].phase}, not ready")
+            await asyncio.sleep(0.02)
+
+    async def _resolve_by_list(self, session_id: str) -> tuple[str, int]:
         self.lookups += 1
         pods, _ = await asyncio.to_thread(self.api.list, session_selector(session_id=session_id))
-        # The selector already filters; checking again costs nothing and keeps the
-        # guarantee even against a misbehaving API server.
-        pods = [
-            p
-            for p in pods
-            if p.labels.get(APP_LABEL) == APP_NAME and p.labels.get(SESSION_LABEL) == session_id
-        ]
+        pods = [p for p in pods if p.session_id == session_id]
         if not pods:
-            self._cache.pop(session_id, None)
-            if self.negative_ttl_s > 0:
-                self._forget_expired_misses(now)
-                self._missing[session_id] = now + self.negative_ttl_s
             raise SessionNotFoundError(session_id)
         usable = [p for p in pods if p.usable]
         if not usable:
-            self._cache.pop(session_id, None)
             raise SessionNotReadyError(f"{pods[0].name}: phase {pods[0].phase}, not ready")
-        pod = max(usable, key=lambda p: p.created_at.timestamp() if p.created_at else 0.0)
-        ip = pod.ip or ""  # usable pods have an IP
-        self._cache[session_id] = (ip, pod.port, time.monotonic() + self.ttl_s)
-        return ip, pod.port
+        return _address(usable)
 
     def invalidate(self, session_id: str) -> None:
-        self._cache.pop(session_id, None)
+        """The cached address failed: the next lookup of this session asks the API."""
+        self._recheck.add(session_id)
 
-    def _forget_expired_misses(self, now: float) -> None:
-        # Bounded memory against a client that asks for endless made-up ids.
-        if len(self._missing) > 10_000:
-            self._missing = {k: t for k, t in self._missing.items() if t > now}
+
+def _address(usable: list[PodState]) -> tuple[str, int]:
+    # The selector already filters; checking again costs nothing and keeps the
+    # guarantee even against a misbehaving API server.
+    pods = [p for p in usable if p.labels.get(APP_LABEL) == APP_NAME]
+    if not pods:
+        raise SessionNotFoundError(usable[0].session_id or "")
+    pod = max(pods, key=lambda p: p.created_at.timestamp() if p.created_at else 0.0)
+    return pod.ip or "", pod.port  # usable pods have an IP
 
 
 @dataclass
@@ -216,19 +251,27 @@ def _error(status: int, message: str) -> HTTPException:
 
 def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
     """The proxy app, routing to the session pods that ``api`` lists (its namespace)."""
-    resolver = PodResolver(api, config.cache_ttl_s, config.negative_cache_ttl_s)
+    resolver = PodResolver(api, config.ready_wait_s)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         limits = httpx.Limits(
             max_connections=config.max_connections,
             max_keepalive_connections=config.max_connections,
+            # Retired well before the sessions close idle connections (their keep-alive),
+            # so that a request is never sent on one a pod is closing.
+            keepalive_expiry=POD_IDLE_S,
         )
         timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
-        # trust_env=False: HTTP(S)_PROXY variables must not capture pod traffic.
-        async with httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False) as http:
-            app.state.http = http
-            yield
+        # The session pods' list + watch; lookups fall back to a list until it synced.
+        resolver.start()
+        try:
+            # trust_env=False: HTTP(S)_PROXY variables must not capture pod traffic.
+            async with httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False) as http:
+                app.state.http = http
+                yield
+        finally:
+            await asyncio.to_thread(resolver.stop)
 
     app = FastAPI(
         title="uirl routing proxy",
@@ -351,7 +394,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--host", default="0.0.0.0")
     p.add_argument("--port", type=int, default=8080)
     p.add_argument("--namespace", default="default", help="where the session pods live")
-    p.add_argument("--cache-ttl-s", type=float, default=ProxyConfig.cache_ttl_s)
     p.add_argument("--read-timeout-s", type=float, default=ProxyConfig.read_timeout_s)
     p.add_argument("--kubeconfig", help="default: in-cluster when in a pod, else ~/.kube/config")
     p.add_argument("--context")
@@ -360,6 +402,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--token-file",
         help="require Authorization: Bearer <the file's content> (the uirl-proxy-token "
         f"Secret, mounted); default ${PROXY_TOKEN_ENV_VAR}; a missing file means no auth",
+    )
+    p.add_argument(
+        "--keep-alive-s",
+        type=float,
+        default=DEFAULT_KEEP_ALIVE_S,
+        help="how long an idle client connection stays open (longer than SessionClient's "
+        "idle limit, as a session server's)",
     )
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
@@ -393,12 +442,19 @@ def main(argv: list[str] | None = None) -> int:
         api_server=args.api_server, kubeconfig=args.kubeconfig, context=args.context
     )
     config = ProxyConfig(
-        cache_ttl_s=args.cache_ttl_s,
         read_timeout_s=args.read_timeout_s,
         token=read_proxy_token(args.token_file),
     )
     app = create_proxy_app(config, PodApi(client, args.namespace))
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, access_log=False)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        access_log=False,
+        # uvicorn's 5 s default raced with slow agents' next request (docs/protocol.md).
+        timeout_keep_alive=args.keep_alive_s,  # type: ignore[arg-type]
+    )
     return 0
 
 

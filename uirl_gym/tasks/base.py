@@ -5,7 +5,8 @@ its web app, and reports progress from its own record, never from pixels. The se
 server is task-agnostic: it serves :meth:`Task.page_html` at ``/task/app``, hands the
 events the app records with ``await window.uirlRecord(event)`` (an in-browser binding,
 not an HTTP route, so no one outside the browser can fake a submission) to
-:meth:`Task.handle_event`, and answers ``/progress`` with :meth:`Task.progress`.
+:meth:`Task.handle_event`, and answers ``/progress`` with :meth:`Task.progress` (to the
+holder of the session token; others get :meth:`Task.public_progress`).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ class Task(abc.ABC):
 
     name: str
     episode_id: int = 0
+    # The keys of :meth:`progress` that anyone may read (``/progress`` and ``X-Progress``
+    # without the session token): counts that say nothing about which answer is right,
+    # so that an agent that can make HTTP calls cannot test guesses through them. The
+    # rest (what matched, which goal is met) is for the env, which holds the token.
+    public_progress_keys: frozenset[str] = frozenset({"episode"})
 
     @abc.abstractmethod
     def reset(self, seed: int | None, options: Mapping[str, Any]) -> dict[str, Any]:
@@ -62,6 +68,10 @@ class Task(abc.ABC):
     @abc.abstractmethod
     def progress(self) -> dict[str, Any]:
         """The task's record of the episode so far (JSON)."""
+
+    def public_progress(self) -> dict[str, Any]:
+        """What :meth:`progress` shows to a request without the session token."""
+        return {k: v for k, v in self.progress().items() if k in self.public_progress_keys}
 
     @abc.abstractmethod
     def oracle(self, page_state: Mapping[str, Any]) -> dict[str, Any]:

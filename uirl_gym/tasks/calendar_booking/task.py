@@ -78,6 +78,7 @@ class CalendarBookingTask(Task):
     """The episode's calendars, the asked booking and the created events (module docstring)."""
 
     name = "calendar_booking"
+    public_progress_keys = frozenset({"episode", "num_events", "num_changes"})
 
     def __init__(self) -> None:
         self.calendar: Calendar | None = None

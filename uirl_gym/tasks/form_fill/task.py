@@ -98,6 +98,7 @@ class FormFillTask(Task):
     """The task's episode state and record. See the module docstring for the rules."""
 
     name = "form_fill"
+    public_progress_keys = frozenset({"episode", "num_submissions", "num_refused_submissions"})
 
     def __init__(self) -> None:
         self.state: EpisodeState | None = None
@@ -171,6 +172,7 @@ class FormFillTask(Task):
             "num_correct_submissions": sum(s.correct for s in subs),
             "num_incorrect_submissions": sum(not s.correct for s in subs),
             "num_refused_submissions": self.state.num_refused,
+            "num_submissions": len(subs),
             "episode": self.episode_id,
             "fields": list(self.state.fields),
         }

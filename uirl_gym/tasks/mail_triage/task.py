@@ -42,6 +42,7 @@ class MailTriageTask(Task):
     """The episode's mailbox and goals, the recorded state and replies (module docstring)."""
 
     name = "mail_triage"
+    public_progress_keys = frozenset({"episode", "num_goals", "num_sent", "num_changes"})
 
     def __init__(self) -> None:
         self.box: Mailbox | None = None
@@ -112,11 +113,19 @@ class MailTriageTask(Task):
 
     def progress(self) -> dict[str, Any]:
         if self.box is None:
-            return {"goals": [], "met": [], "num_stray": 0, "stray": [], "num_sent": 0}
+            return {
+                "goals": [],
+                "num_goals": 0,
+                "met": [],
+                "num_stray": 0,
+                "stray": [],
+                "num_sent": 0,
+            }
         ev = evaluate(self.box, self.state, self.sent)
         return {
             "episode": self.episode_id,
             "goals": self.box.goal_kinds(),
+            "num_goals": len(ev.met),
             "met": ev.met,
             "num_stray": len(ev.stray),
             "stray": ev.stray[:MAX_STRAY_LISTED],

@@ -72,6 +72,7 @@ class SettingsNavTask(Task):
     """The episode's settings tree and what has been saved. See the module docstring."""
 
     name = "settings_nav"
+    public_progress_keys = frozenset({"episode", "num_targets", "num_saves"})
 
     def __init__(self) -> None:
         self.tree: SettingsTree | None = None
@@ -126,11 +127,13 @@ class SettingsNavTask(Task):
 
     def progress(self) -> dict[str, Any]:
         if self.tree is None:
-            return {"targets": {}, "saved_targets": {}, "changed_non_targets": [], "num_saves": 0}
+            return {"targets": {}, "num_targets": 0, "saved_targets": {}, "changed_non_targets": [],
+                    "num_saves": 0}  # fmt: skip
         targets = self.tree.targets
         return {
             "episode": self.episode_id,
             "targets": dict(targets),
+            "num_targets": len(targets),
             "saved_targets": {i: self.saved[i] for i in targets},
             "changed_non_targets": sorted(
                 i for i, v in self.saved.items() if i not in targets and v != self.tree.initial[i]

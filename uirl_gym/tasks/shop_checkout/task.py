@@ -74,6 +74,7 @@ class ShopCheckoutTask(Task):
     """The episode's catalogue and asked order, and the orders placed (module docstring)."""
 
     name = "shop_checkout"
+    public_progress_keys = frozenset({"episode", "num_lines", "num_orders", "num_refused"})
 
     def __init__(self) -> None:
         self.state: EpisodeState | None = None

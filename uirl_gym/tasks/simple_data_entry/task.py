@@ -48,6 +48,10 @@ class SimpleDataEntryTask(Task):
     """The task's episode state and record. See the module docstring for the rules."""
 
     name = "simple_data_entry"
+    # Upstream (ui-verifiers) clients read the first two: they stay open.
+    public_progress_keys = frozenset(
+        {"submitted_row_indices", "num_incorrect_submissions", "episode", "num_submissions"}
+    )
 
     def __init__(self) -> None:
         self.state: EpisodeState | None = None

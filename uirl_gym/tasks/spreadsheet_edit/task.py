@@ -91,6 +91,7 @@ class SpreadsheetEditTask(Task):
     """The episode's goal sheet and the app's last recorded sheet (module docstring)."""
 
     name = "spreadsheet_edit"
+    public_progress_keys = frozenset({"episode", "num_goals", "num_changes"})
 
     def __init__(self) -> None:
         self.goal: SheetGoal | None = None
@@ -142,11 +143,19 @@ class SpreadsheetEditTask(Task):
 
     def progress(self) -> dict[str, Any]:
         if self.goal is None:
-            return {"goals": [], "met": [], "num_stray": 0, "stray": [], "num_changes": 0}
+            return {
+                "goals": [],
+                "num_goals": 0,
+                "met": [],
+                "num_stray": 0,
+                "stray": [],
+                "num_changes": 0,
+            }
         ev = evaluate(self.goal, self.header, self.rows)
         return {
             "episode": self.episode_id,
             "goals": self.goal.goal_kinds(),
+            "num_goals": len(ev.met),
             "met": ev.met,
             "num_stray": len(ev.stray),
             "stray": ev.stray[:MAX_STRAY_LISTED],
