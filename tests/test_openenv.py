@@ -141,6 +141,7 @@ def test_two_concurrent_sessions_rewards_errors_and_disconnect(server_url: str) 
                 break
         assert result.done and result.observation.terminated
         assert result.observation.is_success and result.observation.metadata["is_success"]
+        assert "progress" not in result.observation.metadata  # the task's record stays private
         assert total == pytest.approx(1.0)
         state = expert_client.state()
         assert state.task == SDE and state.seed == 0 and state.done and state.is_success

@@ -38,7 +38,7 @@ OpenEnvSession``)::
   screen pixels; types ``left_click``, ``double_click``, ``right_click``,
   ``triple_click``, ``mouse_move``, ``type``, ``keys``, ``scroll``, ``drag``,
   ``screenshot``, ``finish``).
-- ``info``: ``UIEnv``'s info dict (``is_success``, the task's counts, ``progress``;
+- ``info``: ``UIEnv``'s info dict (``is_success``, the task's counts, no ``progress``;
   after reset also ``task``, ``task_seed``). A refused action sets
   ``info["invalid_action"]`` (the episode goes on); a session failure ends the episode
   truncated with ``info["error"]``; the step budget (60) truncates the last step.

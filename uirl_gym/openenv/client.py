@@ -117,7 +117,7 @@ class OpenEnvSession:
       with ``type`` (or ``action_type``) and the fields ``x``, ``y``, ``text``, ``keys``,
       ``direction``, ``amount``, ``end_x``, ``end_y``, or an action-space sample;
       screen pixels.
-    - ``info``: the env's info (``is_success``, the task's counts, ``progress``;
+    - ``info``: the env's info (``is_success``, the task's counts, no ``progress``;
       ``task`` and ``task_seed`` after a reset). An action the env refuses (off-screen,
       a click without ``x``) pays the task's invalid-action penalty and sets
       ``info["invalid_action"]``, as ``UIEnv`` does; one that cannot even be sent (an

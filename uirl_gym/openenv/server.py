@@ -323,7 +323,10 @@ class UirlEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
             error=None if error is None else str(error),
             reward=reward,
             done=bool(terminated or truncated),
-            metadata=json_ready(info),
+            # The task's record (what was submitted, which goals are met) stays in the
+            # server: an agent reading observations could check guesses with it (the
+            # session server keeps it behind its token for the same reason).
+            metadata=json_ready({k: v for k, v in info.items() if k != "progress"}),
         )
 
 
