@@ -32,6 +32,7 @@ for _spec in TASKS.values():
             entry_point="uirl_gym.env:UIEnv",
             vector_entry_point="uirl_gym.vector:SessionVectorEnv",
             max_episode_steps=MAX_EPISODE_STEPS,
+            nondeterministic=_spec.nondeterministic,
             disable_env_checker=True,
             kwargs={"task": _spec.name},
         )

@@ -22,7 +22,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
@@ -106,7 +106,7 @@ class SessionState:
         self.tasks: dict[str, Task] = {}
         self.task: Task = self.task_named(config.task)
         self.token = config.token or new_session_token()
-        self._app_root = f"http://{_url_host(config.host)}:{config.port}/task/app"
+        self._server_root = f"http://{_url_host(config.host)}:{config.port}"
         self.browser = make_browser_session(
             config.backend,
             app_url=self.app_url(self.task.name),
@@ -136,7 +136,7 @@ class SessionState:
         return self.tasks[name]
 
     def app_url(self, task: str) -> str:
-        return f"{self._app_root}?{urlencode({'task': task})}"
+        return self._server_root + self.task_named(task).app_path()
 
     async def reset(
         self, seed: int | None, options: Mapping[str, Any], task: str | None = None
@@ -150,8 +150,10 @@ class SessionState:
         # one holds another task's app.
         self.task = target
         self.browser.app_url = self.app_url(target.name)
-        await self.browser.new_episode(episode["app_state"])
-        self.instruction = episode["instruction"]
+        loaded = await self.browser.new_episode(
+            episode["app_state"], page_scale=float(episode.get("page_scale", 1.0))
+        )
+        self.instruction = target.page_loaded(loaded, episode["instruction"])
         return {
             "instruction": self.instruction,
             "episode": self.task.episode_id,
@@ -488,6 +490,18 @@ async def task_app(request: Request) -> HTMLResponse:
         raise HTTPException(status_code=404, detail=str(exc)) from None
     page = state.task_named(name).page_html()
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+
+@router.get("/task/files/{task}/{path:path}")
+async def task_file(request: Request, task: str, path: str) -> Response:
+    """A file of task ``task``'s app (MiniWoB++ pages load scripts by relative URL)."""
+    state: SessionState = request.app.state.session
+    try:
+        task_spec(task)
+        body, media_type = state.task_named(task).file(path)
+    except (ValueError, FileNotFoundError) as exc:
+        raise HTTPException(404, f"no file {path!r} for task {task!r}: {exc}") from None
+    return Response(body, media_type=media_type, headers={"Cache-Control": "no-store"})
 
 
 async def _first_episode(state: SessionState, timeout_s: float = 30.0) -> None:

@@ -120,6 +120,8 @@ class BrowserSession:
         self._spare: asyncio.Task[_Tab] | None = None
         self._closing: set[asyncio.Task[Any]] = set()
         self._app_state: dict[str, Any] | None = None
+        # The episode's pinch zoom: screen pixels are page pixels times this.
+        self._page_scale = 1.0
         self.alive = False
         self.launches = 0
 
@@ -185,8 +187,10 @@ class BrowserSession:
         cdp = await context.new_cdp_session(page)
         return _Tab(context=context, page=page, cdp=cdp)
 
-    async def new_episode(self, app_state: dict[str, Any]) -> None:
-        """Move to a fresh context and render ``app_state`` in it; clear the clipboard."""
+    async def new_episode(self, app_state: dict[str, Any], page_scale: float = 1.0) -> Any:
+        """Move to a fresh context and render ``app_state`` in it; clear the clipboard.
+        Returns what the page's ``uirlLoad`` returned; ``page_scale``: see the CDP
+        backend's ``new_episode``."""
         if not self.alive:
             raise RuntimeError("Chromium is not running")
         spare, self._spare = self._spare, None
@@ -203,12 +207,27 @@ class BrowserSession:
         old, self._tab = self._tab, tab
         if old is not None:
             self._close_in_background(old.context.close())
-        await tab.page.evaluate(
-            "async (state) => { window.uirlLoad(state); await navigator.clipboard.writeText(''); }",
+        self._page_scale = page_scale
+        await self._apply_page_scale()
+        loaded = await tab.page.evaluate(
+            "async (state) => { const loaded = await window.uirlLoad(state);"
+            " await navigator.clipboard.writeText(''); return loaded ?? null; }",
             app_state,
         )
         self._app_state = app_state
         self._spare = asyncio.create_task(self._new_tab())
+        return loaded
+
+    async def _apply_page_scale(self) -> None:
+        if self._page_scale != 1.0 and self._tab is not None:
+            await self._tab.cdp.send(
+                "Emulation.setPageScaleFactor", {"pageScaleFactor": self._page_scale}
+            )
+
+    def _xy(self, x: int | None, y: int | None) -> tuple[float, float]:
+        """Screen pixels -> page pixels (Chromium's pointer input ignores pinch zoom)."""
+        assert x is not None and y is not None
+        return x / self._page_scale, y / self._page_scale
 
     def _on_record(self, source: Mapping[str, Any], event: Any) -> dict[str, Any]:
         """The task app's ``window.uirlRecord(event)``: hand the event to the task.
@@ -264,14 +283,15 @@ class BrowserSession:
         page = self.page
         mouse = page.mouse
         t = action.type
+        xy = self._xy(action.x, action.y) if action.x is not None else (0.0, 0.0)
         handlers: dict[ActionType, Callable[[], Awaitable[None]]] = {
             ActionType.SCREENSHOT: _noop,
             ActionType.FINISH: _noop,
-            ActionType.MOUSE_MOVE: lambda: mouse.move(action.x, action.y),
-            ActionType.LEFT_CLICK: lambda: mouse.click(action.x, action.y),
-            ActionType.RIGHT_CLICK: lambda: mouse.click(action.x, action.y, button="right"),
-            ActionType.DOUBLE_CLICK: lambda: mouse.dblclick(action.x, action.y),
-            ActionType.TRIPLE_CLICK: lambda: mouse.click(action.x, action.y, click_count=3),
+            ActionType.MOUSE_MOVE: lambda: mouse.move(*xy),
+            ActionType.LEFT_CLICK: lambda: mouse.click(*xy),
+            ActionType.RIGHT_CLICK: lambda: mouse.click(*xy, button="right"),
+            ActionType.DOUBLE_CLICK: lambda: mouse.dblclick(*xy),
+            ActionType.TRIPLE_CLICK: lambda: mouse.click(*xy, click_count=3),
             ActionType.TYPE: lambda: self._type(action.text or ""),
             ActionType.KEYS: lambda: self._press(key_sequence(action.keys or "")),
             ActionType.SCROLL: lambda: self._scroll(action),
@@ -328,15 +348,15 @@ class BrowserSession:
         selections) follow, and Playwright turns them into an HTML5 drag and drop when
         the pressed element is draggable."""
         mouse = self.page.mouse
-        await mouse.move(action.x, action.y)
+        await mouse.move(*self._xy(action.x, action.y))
         await mouse.down()
-        await mouse.move(action.end_x, action.end_y, steps=DRAG_MOVE_STEPS)
+        await mouse.move(*self._xy(action.end_x, action.end_y), steps=DRAG_MOVE_STEPS)
         await mouse.up()
 
     async def _scroll(self, action: Action) -> None:
         page = self.page
         if action.x is not None:
-            await page.mouse.move(action.x, action.y)
+            await page.mouse.move(*self._xy(action.x, action.y))
         px = action.scroll_amount * SCROLL_NOTCH_PX
         dx, dy = {
             "up": (0, -px),
@@ -386,6 +406,7 @@ class BrowserSession:
             except PlaywrightError as exc:
                 if attempt == 2 or "interrupted by another navigation" not in str(exc):
                     raise
+        await self._apply_page_scale()
         await page.evaluate("(state) => window.uirlLoad(state)", self._app_state)
 
     async def settle_frame(self) -> None:

@@ -204,6 +204,8 @@ class CdpBrowserSession:
         self._background: set[asyncio.Task[Any]] = set()
         self._app_state: dict[str, Any] | None = None
         self._mouse = (0, 0)
+        # The episode's pinch zoom: screen pixels are page pixels times this.
+        self._page_scale = 1.0
         self.alive = False
         self.launches = 0
         self.frames_on_demand = (
@@ -389,8 +391,12 @@ class CdpBrowserSession:
         except TimeoutError:
             raise CdpError(f"the page did not load within {LOAD_TIMEOUT_S:.0f}s") from None
 
-    async def new_episode(self, app_state: dict[str, Any]) -> None:
+    async def new_episode(self, app_state: dict[str, Any], page_scale: float = 1.0) -> Any:
         """Move to a fresh context and render ``app_state`` in it; clear the clipboard.
+        Returns what the page's ``uirlLoad`` returned (JSON).
+
+        ``page_scale`` zooms the page (pinch zoom: its layout is untouched); pointer
+        input is mapped back from screen to page pixels (divided by it).
 
         The fresh context is the one prepared during the previous episode, always: a
         context re-rendered in place (once reused after a reset right after a reset)
@@ -409,12 +415,25 @@ class CdpBrowserSession:
         if current is not None:
             self._after_capture.append(lambda: self._dispose(current))
         self._after_capture.append(self._prepare_spare)
-        await self._eval(
-            f"(async () => {{ {_js_call('window.uirlLoad', app_state)}; "
-            "await navigator.clipboard.writeText(''); })()"
+        self._page_scale = page_scale
+        await self._apply_page_scale()
+        loaded = await self._eval(
+            f"(async () => {{ const loaded = await {_js_call('window.uirlLoad', app_state)}; "
+            "await navigator.clipboard.writeText(''); return loaded ?? null; })()"
         )
         self._app_state = app_state
         self._mouse = (0, 0)
+        return loaded
+
+    async def _apply_page_scale(self) -> None:
+        # Every page starts at 1 (a fresh context, or a restored app): set it only when
+        # the episode asks for another.
+        if self._page_scale != 1.0:
+            await self._cdp.send(
+                "Emulation.setPageScaleFactor",
+                {"pageScaleFactor": self._page_scale},
+                session_id=self._current().session_id,
+            )
 
     async def _take_spare(self) -> _Tab:
         spare, self._spare = self._spare, None
@@ -557,6 +576,10 @@ class CdpBrowserSession:
 
     async def _input(self, method: str, params: dict[str, Any]) -> None:
         session_id = self._current().session_id
+        if self._page_scale != 1.0 and "x" in params:
+            # Chromium takes pointer coordinates in page pixels, whatever the pinch zoom.
+            s = self._page_scale
+            params = {**params, "x": params["x"] / s, "y": params["y"] / s}
         if not (self.frames_on_demand and params.get("type") in _FRAME_ALIGNED_MOUSE_EVENTS):
             await self._cdp.send(method, params, session_id=session_id)
             return
@@ -641,7 +664,8 @@ class CdpBrowserSession:
         ]
         x, y = self._mouse
         if self.frames_on_demand:
-            wheel = {"x": x, "y": y, "dx": dx, "dy": dy}
+            s = self._page_scale  # elementFromPoint takes page pixels
+            wheel = {"x": x / s, "y": y / s, "dx": dx, "dy": dy}
             await self._eval(f"{_WHEEL_JS}({orjson.dumps(wheel).decode()})")
         else:
             await self._input(
@@ -759,6 +783,7 @@ class CdpBrowserSession:
                 if attempt == 2:
                     raise
                 logger.debug("restoring the app was interrupted (%s); again", exc)
+        await self._apply_page_scale()
         await self._eval(_js_call("window.uirlLoad", self._app_state))
 
     async def settle_frame(self) -> None:

@@ -8,10 +8,13 @@ and a reward config), and a Gymnasium id (``uirl/<TaskName>-v0``).
 from __future__ import annotations
 
 import difflib
+import fnmatch
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from uirl_gym.tasks import miniwob
 from uirl_gym.tasks.base import EpisodeScorer, Task
 from uirl_gym.tasks.calendar_booking import score as calendar_booking_score
 from uirl_gym.tasks.calendar_booking.expert import CalendarBookingExpert
@@ -62,6 +65,9 @@ class TaskSpec:
         expert: ``expert(**options)``: a scripted expert, with ``reset()`` and
             ``next_action(oracle) -> Action`` (it reads ``/oracle``, acts through
             agent actions only).
+        nondeterministic: the same seed may not give the same episode (Gymnasium's
+            ``EnvSpec.nondeterministic``; some MiniWoB++ pages).
+        family: the task family it belongs to (``"miniwob"``), None for uirl's own.
     """
 
     name: str
@@ -71,6 +77,8 @@ class TaskSpec:
     scorer: Callable[[Mapping[str, Any], Any], EpisodeScorer]
     check_options: Callable[[Mapping[str, Any]], None]
     expert: Callable[..., Any]
+    nondeterministic: bool = False
+    family: str | None = None
 
 
 TASKS: dict[str, TaskSpec] = {
@@ -141,6 +149,72 @@ TASKS: dict[str, TaskSpec] = {
         ),
     )
 }
+# uirl's own tasks, in the order above (the task families' follow in TASKS).
+OWN_TASKS: tuple[str, ...] = tuple(TASKS)
+
+
+def _miniwob_specs() -> list[TaskSpec]:
+    """One spec per MiniWoB++ task of the installed ``miniwob`` wheel (none without it)."""
+    infos = miniwob.miniwob_tasks()
+    if not infos:
+        return []
+    from uirl_gym.tasks.miniwob import score as miniwob_score
+    from uirl_gym.tasks.miniwob.expert import MiniWobExpert
+    from uirl_gym.tasks.miniwob.task import MiniWobTask
+
+    return [
+        TaskSpec(
+            name=info.name,
+            env_id=f"uirl/{info.name}-v0",
+            task=functools.partial(MiniWobTask, info.subdomain),
+            rewards=miniwob_score.RewardConfig,
+            scorer=miniwob_score.MiniWobScorer,
+            check_options=functools.partial(miniwob_score.check_options, info=info),
+            expert=functools.partial(MiniWobExpert, info.subdomain),
+            nondeterministic=info.nondeterministic,
+            family="miniwob",
+        )
+        for info in infos.values()
+    ]
+
+
+TASKS.update((spec.name, spec) for spec in _miniwob_specs())
+# Named groups of tasks (``evaluate.py --task``): "all" is uirl's own tasks (as before
+# task families existed); a family's name is all of its tasks.
+TASK_GROUPS: dict[str, tuple[str, ...]] = {
+    "all": OWN_TASKS,
+    "miniwob": tuple(n for n, s in TASKS.items() if s.family == "miniwob"),
+    "miniwob-deterministic": tuple(
+        n for n, s in TASKS.items() if s.family == "miniwob" and not s.nondeterministic
+    ),
+}
+
+
+def expand_tasks(text: str) -> list[str]:
+    """Task ids from ``text``: comma-separated ids, group names (:data:`TASK_GROUPS`)
+    and globs (``miniwob.click-*``), in order, without repeats.
+
+    Raises:
+        ValueError: an unknown id or group, a glob that matches nothing, or nothing at all.
+    """
+    names: list[str] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        if part in TASK_GROUPS:
+            found = list(TASK_GROUPS[part])
+            if not found:
+                raise ValueError(f"task group {part!r} is empty (is its package installed?)")
+        elif any(c in part for c in "*?["):
+            found = fnmatch.filter(TASKS, part)
+            if not found:
+                raise ValueError(f"{part!r} matches no task id")
+        else:
+            found = [task_spec(part).name]
+        names += [n for n in found if n not in names]
+    if not names:
+        raise ValueError("expected a task id, a comma list, a group or a glob")
+    return names
 
 
 def task_spec(name: str) -> TaskSpec:

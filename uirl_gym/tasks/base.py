@@ -16,6 +16,7 @@ import functools
 from collections.abc import Mapping
 from importlib import resources
 from typing import Any
+from urllib.parse import urlencode
 
 
 class TaskOptionsError(ValueError):
@@ -44,7 +45,10 @@ class Task(abc.ABC):
 
         Returns:
             ``{"instruction": str, "app_state": dict}``: the text for the agent and
-            the JSON the web app renders (passed to the page's ``uirlLoad``).
+            the JSON the web app renders (passed to the page's ``uirlLoad``); optional
+            ``"page_scale"`` (float, default 1): the browser zooms the page by it (pinch
+            zoom: the page's layout is untouched, screen pixels map to page pixels
+            divided by it).
 
         Raises:
             TaskOptionsError: unknown or invalid options.
@@ -56,6 +60,26 @@ class Task(abc.ABC):
         Default: ``static/app.html`` next to the task's module.
         """
         return _static_page(type(self).__module__.rpartition(".")[0])
+
+    def app_path(self) -> str:
+        """The app page's path and query on the session server (default: ``/task/app``,
+        which serves :meth:`page_html`). A task whose page loads files by relative URL
+        (MiniWoB++) serves it from ``/task/files/<task>/...`` instead (:meth:`file`)."""
+        return f"/task/app?{urlencode({'task': self.name})}"
+
+    def file(self, path: str) -> tuple[bytes, str]:
+        """A file of the app under ``/task/files/<task>/<path>``: ``(body, media type)``.
+
+        Raises:
+            FileNotFoundError: no such file (the default: a task serves no files).
+        """
+        raise FileNotFoundError(path)
+
+    def page_loaded(self, result: Any, instruction: str) -> str:
+        """The episode's page has rendered; ``result`` is what its ``uirlLoad`` returned
+        (JSON, null for most apps). Returns the episode's instruction: ``instruction``
+        (what :meth:`reset` gave) unless the page writes its own (MiniWoB++)."""
+        return instruction
 
     @abc.abstractmethod
     def handle_event(self, event: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,6 @@
+"""placeholder"""
+
+
+class MiniWobExpert:
+    def __init__(self, subdomain: str, **options):
+        self.subdomain = subdomain
