@@ -39,6 +39,17 @@
 
   window.uirlPending = () => pending;
 
+  // The headless shell draws no native <select> popup, and one opened stalls the
+  // server's frames-on-demand input (the click never returns): a click on a drop-down
+  // select focuses it without opening it, and the keyboard picks (type-ahead, arrows).
+  document.addEventListener("mousedown", (event) => {
+    const select = event.target.closest && event.target.closest("select");
+    if (select && !select.multiple && select.size <= 1) {
+      event.preventDefault();
+      select.focus();
+    }
+  }, true);
+
   window.uirlLoad = async (state) => {
     episode = state.episode;
     hookEndEpisode();
