@@ -50,8 +50,38 @@
     }
   }, true);
 
+  // Images the page's CSS names (icons) and its <img> tags: loaded and decoded before
+  // the episode's first screenshot, which would otherwise race them (one seed, two
+  // screens).
+  function imageLoaded(url) {
+    return new Promise((resolve) => {
+      const img = new Image();
+      img.onload = () => img.decode().catch(() => {}).then(resolve);
+      img.onerror = resolve;
+      img.src = url;
+    });
+  }
+  async function preloadImages() {
+    const urls = new Set();
+    for (const sheet of document.styleSheets) {
+      let rules;
+      try { rules = sheet.cssRules; } catch (e) { continue; }
+      for (const rule of rules) {
+        for (const m of rule.cssText.matchAll(/url\(["']?([^"')]+\.(?:png|gif|jpe?g|svg))["']?\)/gi)) {
+          urls.add(new URL(m[1], sheet.href || location.href).href);
+        }
+      }
+    }
+    await Promise.all([...urls].map(imageLoaded));
+  }
+  const imagesShown = () => Promise.all([...document.images].filter((i) => i.src)
+    .map((i) => (i.complete ? i.decode().catch(() => {}) : imageLoaded(i.src))));
+  const within = (ms, promise) =>
+    Promise.race([promise, new Promise((r) => setTimeout(r, ms))]);
+
   window.uirlLoad = async (state) => {
     episode = state.episode;
+    await within(5000, preloadImages());
     hookEndEpisode();
     // jQuery animations (accordions, menus) end at once: every screen is a settled one.
     if (window.jQuery) window.jQuery.fx.off = true;
@@ -71,6 +101,7 @@
     while (!WOB_TASK_READY && performance.now() - t0 < 10000) {
       await new Promise((r) => setTimeout(r, 5));
     }
+    await within(5000, imagesShown());
     window.uirlEpisode = episode;
     const u = core.getUtterance();
     const utterance = typeof u === "string" ? u : u.utterance;

@@ -1,0 +1,253 @@
+"""MiniWoB++ as a task family: every registered task resets seeded and repeatably, the
+scripted expert earns the page's full reward through pixel actions, a wrong action
+earns what the page says, options are checked, and MiniWoB++ mixes with uirl's own
+tasks in one vector env.
+
+Skipped when the ``miniwob`` wheel is not installed (``pip install 'uirl[miniwob]'``).
+Two sessions serve every task (a session serves any task).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.client import SessionClient
+from uirl_gym.env import UIEnv
+from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.tasks import TASK_GROUPS, TASKS, expand_tasks, task_spec
+from uirl_gym.tasks.miniwob import miniwob_tasks
+
+pytestmark = pytest.mark.skipif(not miniwob_tasks(), reason="the miniwob wheel is not installed")
+
+SEED = 11
+SOLVER_SEEDS = (0, 1)
+# Tasks of every kind the expert solves (clicks, checkboxes and radios, typing and
+# multi-field forms, a select, drags, a slider, scrolling, multi-step tab search).
+SOLVED = (
+    "click-test",
+    "click-test-2",
+    "click-button",
+    "click-button-sequence",
+    "click-link",
+    "click-dialog",
+    "click-dialog-2",
+    "click-tab",
+    "click-tab-2",
+    "click-checkboxes",
+    "click-option",
+    "click-collapsible-nodelay",
+    "enter-text",
+    "enter-password",
+    "login-user",
+    "focus-text-2",
+    "choose-list",
+    "drag-box",
+    "use-slider",
+    "scroll-text-2",
+)
+
+
+@pytest.fixture(scope="module")
+def sessions(runtime: LocalRuntime) -> Iterator[list[SessionInfo]]:
+    infos = [runtime.acquire(), runtime.acquire()]
+    try:
+        yield infos
+    finally:
+        for info in infos:
+            runtime.release(info, healthy=True)
+
+
+@pytest.fixture(scope="module")
+def env(sessions: list[SessionInfo]) -> Iterator[UIEnv]:
+    e = UIEnv(base_url=sessions[0].base_url, task="miniwob.click-test")
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+def test_every_registered_task_is_a_task() -> None:
+    import gymnasium as gym
+
+    import uirl_gym  # noqa: F401  (registers the ids)
+
+    wheel = [i for i in gym.registry if i.startswith("miniwob/")]
+    assert len(TASK_GROUPS["miniwob"]) == len(wheel) >= 120
+    spec = task_spec("miniwob.book-flight")
+    assert spec.nondeterministic and spec.family == "miniwob"
+    assert gym.spec("uirl/miniwob.book-flight-v0").nondeterministic
+    assert not gym.spec("uirl/miniwob.click-test-v0").nondeterministic
+    assert miniwob_tasks()["miniwob.use-colorwheel"].third_party_license.startswith("GPL")
+    assert expand_tasks("miniwob.click-test,all")[:2] == ["miniwob.click-test", "simple_data_entry"]
+    assert "miniwob.enter-text" in expand_tasks("miniwob.enter-*")
+
+
+def _sweep(info: SessionInfo, names: list[str]) -> list[str]:
+    """Reset each task twice with one seed: what went wrong, one line per task."""
+    problems = []
+    client = SessionClient(info.base_url, headers=dict(info.headers), image_format="jpeg")
+    try:
+        for name in names:
+            shots, instructions = [], []
+            for _ in range(2):
+                # Zoom 1: the page is what the test checks (the default zoom is the
+                # expert's), and a small raster keeps 256 resets cheap.
+                started = client.reset(SEED, {"zoom": 1}, task=name)
+                instructions.append(started["instruction"])
+                shots.append(client.screenshot())
+            area = shots[0] if "flight." in name else shots[0][:210, :160]
+            if len(np.unique(area.reshape(-1, 3), axis=0)) < 3:
+                problems.append(f"{name}: a blank screen")
+            if not instructions[0].strip() or instructions[0] != instructions[1]:
+                problems.append(f"{name}: instructions {instructions}")
+            if not np.array_equal(shots[0], shots[1]) and not TASKS[name].nondeterministic:
+                problems.append(f"{name}: the same seed gave another screen")
+    finally:
+        client.close()
+    return problems
+
+
+def test_every_task_resets_seeded_and_repeats(sessions: list[SessionInfo]) -> None:
+    """Every MiniWoB++ task: a non-blank screen, an instruction, and the same screen and
+    instruction again for the same seed (the screen: except the tasks the wheel flags
+    nondeterministic, which mostly repeat too, a fresh page per episode)."""
+    names = list(TASK_GROUPS["miniwob"])
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(len(sessions)) as pool:
+        halves = pool.map(_sweep, sessions, [names[0::2], names[1::2]])
+        problems = [p for half in halves for p in half]
+    print(f"{len(names)} MiniWoB++ tasks reset twice in {time.perf_counter() - t0:.1f}s")
+    assert not problems, "\n".join(problems)
+
+
+def _solve(env: UIEnv, subdomain: str, seed: int) -> tuple[float, dict]:
+    expert = task_spec(f"miniwob.{subdomain}").expert()
+    env.reset(seed=seed, options={"task": f"miniwob.{subdomain}"})
+    expert.reset()
+    total, info = 0.0, {}
+    for _ in range(40):
+        action = expert.next_action(env.oracle() if expert.needs_oracle else None)
+        assert action.type is not ActionType.FINISH, "the expert gave up"
+        _, reward, terminated, truncated, info = env.step(action)
+        total += reward
+        if terminated or truncated:
+            break
+    return total, info
+
+
+@pytest.mark.parametrize("subdomain", SOLVED)
+def test_expert_earns_the_full_reward_through_pixels(env: UIEnv, subdomain: str) -> None:
+    for seed in SOLVER_SEEDS:
+        total, info = _solve(env, subdomain, seed)
+        assert total == 1.0 and info["is_success"], (subdomain, seed, info)
+        assert info["raw_reward"] == 1.0 and info["progress"]["done"]
+
+
+def test_a_wrong_action_earns_what_the_page_says(env: UIEnv) -> None:
+    env.reset(seed=SEED, options={"task": "miniwob.click-button"})
+    oracle = env.oracle()
+    wanted = oracle["utterance"].split('"')[1]
+    wrong = [e for e in oracle["elements"] if e["tag"] == "button" and e["text"] != wanted]
+    x, y, w, h = wrong[0]["box"]
+    _, reward, terminated, _, info = env.step(Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2))
+    assert terminated and reward == -1.0 and not info["is_success"]
+    assert env.oracle()["raw_reward"] == info["raw_reward"] == -1.0  # the page's own globals
+    # A click on nothing ends nothing and pays nothing.
+    env.reset(seed=SEED, options={"task": "miniwob.click-button"})
+    _, reward, terminated, _, _ = env.step(Action(ActionType.LEFT_CLICK, 1000, 700))
+    assert reward == 0.0 and not terminated
+
+
+def test_reward_kinds(env: UIEnv) -> None:
+    """binary pays -1 for a partial reward, time_discounted scales the full one down."""
+    task = "miniwob.click-checkboxes"
+    env.reset(seed=SEED, options={"task": task, "reward": "binary"})
+    submit = next(e for e in env.oracle()["elements"] if e["id"] == "subbtn")
+    x, y, w, h = submit["box"]
+    _, reward, terminated, _, info = env.step(Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2))
+    assert terminated and reward == (1.0 if info["raw_reward"] >= 1.0 else -1.0)
+    env.reset(seed=SEED, options={"task": "miniwob.click-test", "reward": "time_discounted"})
+    total, info = _solve_from_here(env)
+    assert 0.0 < total < 1.0 and info["raw_reward"] == 1.0
+
+
+def _solve_from_here(env: UIEnv) -> tuple[float, dict]:
+    button = next(e for e in env.oracle()["elements"] if e["id"] == "subbtn")
+    x, y, w, h = button["box"]
+    _, reward, _, _, info = env.step(Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2))
+    return reward, info
+
+
+def test_zoom_and_time_limit_options(env: UIEnv) -> None:
+    obs, _ = env.reset(seed=SEED, options={"task": "miniwob.click-test", "zoom": 1})
+    oracle = env.oracle()
+    assert oracle["page_scale"] == 1 and oracle["task_area"] == [0, 0, 160, 210]
+    assert (obs["screenshot"][300:, 300:] == obs["screenshot"][799, 1279]).all()  # outside
+    total, _ = _solve_from_here(env)
+    assert total == 1.0
+    env.reset(seed=SEED, options={"task": "miniwob.click-test", "time_limit_s": 0.2})
+    deadline = time.monotonic() + 10
+    while not env.oracle()["done"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    _, reward, terminated, _, info = env.step(Action(ActionType.SCREENSHOT))
+    assert terminated and reward == -1.0 and info["progress"]["reason"] == "timed out"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"reward": "shaped"}, "reward: expected one of"),
+        ({"zoom": 4}, r"zoom: expected an integer in 1\.\.3"),
+        ({"time_limit_s": 0}, "time_limit_s"),
+        ({"data_mode": "dev"}, "data_mode"),
+        ({"rows": [1]}, "unknown option"),
+    ],
+)
+def test_bad_options_are_refused_before_any_round_trip(options: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        TASKS["miniwob.click-test"].check_options(options)
+
+
+def test_flight_zoom_is_checked_by_task() -> None:
+    with pytest.raises(ValueError, match=r"1\.\.1"):
+        TASKS["miniwob.flight.AA"].check_options({"zoom": 2})
+
+
+def test_the_page_is_served_from_the_wheel(sessions: list[SessionInfo]) -> None:
+    import requests
+
+    base = sessions[0].base_url
+    page = requests.get(f"{base}/task/files/miniwob.click-test/miniwob/click-test.html", timeout=10)
+    assert page.ok and "window.uirlLoad" in page.text and "Click Me!" in page.text
+    core = requests.get(f"{base}/task/files/miniwob.click-test/core/core.js", timeout=10)
+    assert core.ok and "core.startEpisodeReal" in core.text
+    for bad in ("../../../etc/passwd", "core/nope.js", "%2e%2e/%2e%2e/setup.py"):
+        r = requests.get(f"{base}/task/files/miniwob.click-test/{bad}", timeout=10)
+        assert r.status_code == 404, bad
+
+
+def test_miniwob_and_own_tasks_mix_in_one_vector_env(runtime: LocalRuntime) -> None:
+    from uirl_gym.vector import SessionVectorEnv
+
+    envs = SessionVectorEnv(
+        2, runtime=runtime, tasks={"simple_data_entry": 1.0, "miniwob.click-test": 1.0}
+    )
+    try:
+        seen = set()
+        for seed in range(3):
+            obs, infos = envs.reset(seed=seed)
+            seen.update(infos["task"])
+            assert obs["screenshot"].shape == (2, 800, 1280, 3)
+            shot = Action(ActionType.SCREENSHOT)
+            _, rewards, _, _, _ = envs.step([shot, shot])
+            assert rewards.shape == (2,)
+        assert seen == {"simple_data_entry", "miniwob.click-test"}
+    finally:
+        envs.close()
