@@ -39,7 +39,7 @@ from uirl_agents.evaluate import (
     write_reports,
 )
 from uirl_agents.rollout import EpisodeSpec
-from uirl_gym.tasks import SPLITS, TASKS, task_spec
+from uirl_gym.tasks import SPLITS, expand_tasks
 from uirl_gym.vector import SessionVectorEnv
 
 
@@ -54,17 +54,12 @@ def parse_rows(text: str) -> tuple[int, int]:
 
 
 def parse_tasks(text: str) -> list[str]:
-    if text == "all":
-        return sorted(TASKS)
-    names = [t.strip() for t in text.split(",") if t.strip()]
+    """Task ids, groups (``all``: uirl's own tasks; ``miniwob``, ``miniwob-deterministic``)
+    and globs (``miniwob.click-*``), comma-separated."""
     try:
-        for name in names:
-            task_spec(name)
+        return expand_tasks(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--task {text!r}: {exc}") from None
-    if not names:
-        raise argparse.ArgumentTypeError("--task: expected a task id, a comma list, or all")
-    return names
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -76,7 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--task",
         type=parse_tasks,
         default=["simple_data_entry"],
-        help="task id, comma-separated ids, or all (every task; docs/tasks.md)",
+        help="task ids, comma-separated: an id, a group (all: uirl's own tasks; miniwob: "
+        "every MiniWoB++ task; miniwob-deterministic) or a glob (miniwob.click-*); "
+        "docs/tasks.md",
     )
     p.add_argument("--episodes", type=int, default=20, help="episodes per agent and task")
     p.add_argument("--num-envs", type=int, default=2, help="sessions run concurrently")

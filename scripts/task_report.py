@@ -33,7 +33,7 @@ from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action
 from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
-from uirl_gym.tasks import TASKS, TaskSpec
+from uirl_gym.tasks import OWN_TASKS, TASKS, TaskSpec
 
 REPO = Path(__file__).resolve().parents[1]
 START, END = "<!-- task_report:start -->", "<!-- task_report:end -->"
@@ -110,7 +110,9 @@ def report_task(spec: TaskSpec, args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--task", action="append", choices=sorted(TASKS), help="default: all")
+    p.add_argument(
+        "--task", action="append", choices=sorted(TASKS), help="default: uirl's own tasks"
+    )
     p.add_argument("--episodes", type=int, default=20, help="expert episodes per task")
     p.add_argument("--random-episodes", type=int, default=20)
     p.add_argument("--max-steps", type=int, default=60, help="steps before an episode is cut")
@@ -119,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     rows = []
-    for name in args.task or sorted(TASKS):
+    for name in args.task or sorted(OWN_TASKS):
         t0 = time.perf_counter()
         rows.append(report_task(TASKS[name], args))
         logger.info("%s: %s (%.0f s)", name, rows[-1], time.perf_counter() - t0)
