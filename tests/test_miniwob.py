@@ -9,6 +9,8 @@ Two sessions serve every task (a session serves any task).
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -251,3 +253,64 @@ def test_miniwob_and_own_tasks_mix_in_one_vector_env(runtime: LocalRuntime) -> N
         assert seen == {"simple_data_entry", "miniwob.click-test"}
     finally:
         envs.close()
+
+
+# (task, seed, the text of the element both sides click)
+PARITY = [
+    ("click-button", 5, "wanted"),
+    ("click-button", 6, "another button"),
+    ("click-link", 3, "wanted"),
+    ("click-checkboxes", 4, "Submit"),
+]
+
+
+def _pick(elements: list[dict], utterance: str, rule: str, text_key: str) -> dict:
+    clickable = [e for e in elements if e["tag"] in ("button", "span") and e[text_key]]
+    wanted = utterance.split('"')[1] if '"' in utterance else None
+    if rule == "wanted":
+        return next(e for e in clickable if e[text_key] == wanted)
+    if rule == "another button":
+        return next(e for e in clickable if e["tag"] == "button" and e[text_key] != wanted)
+    return next(e for e in clickable if e[text_key] == rule)
+
+
+@pytest.mark.skipif(
+    shutil.which("chromedriver") is None, reason="needs chromedriver (Debian: chromium-driver)"
+)
+def test_rewards_match_the_miniwob_package(env: UIEnv) -> None:
+    """The same seed gives the same problem (utterance, element places) as the wheel's
+    own Selenium env, and the same click earns the same raw reward."""
+    import gymnasium as gym
+    import miniwob  # noqa: F401
+    from miniwob.action import ActionTypes
+
+    os.environ.setdefault("MINIWOB_CHROME_BINARY", shutil.which("chromium") or "chromium")
+    os.environ.setdefault("MINIWOB_CHROMEDRIVER", shutil.which("chromedriver") or "")
+    theirs = {}
+    try:
+        for task, seed, rule in PARITY:
+            if task not in theirs:
+                theirs[task] = gym.make(f"miniwob/{task}-v1")
+            _, ours_info = env.reset(seed=seed, options={"task": f"miniwob.{task}"})
+            # The page's seed: the env draws it from its split (its own seed seeds that).
+            obs, _ = theirs[task].reset(seed=ours_info["task_seed"])
+            oracle = env.oracle()
+            assert oracle["utterance"] == obs["utterance"], task
+            element = _pick(list(obs["dom_elements"]), obs["utterance"], rule, "text")
+            mine = _pick(oracle["elements"], oracle["utterance"], rule, "own_text")
+            left, top = float(element["left"][0]), float(element["top"][0])
+            assert (abs(mine["box"][0] / 3 - left), abs(mine["box"][1] / 3 - top)) < (1, 1)
+            w, h = float(element["width"][0]), float(element["height"][0])
+            x, y = left + w / 2, top + h / 2
+            action = theirs[task].unwrapped.create_action(
+                ActionTypes.CLICK_COORDS, coords=np.array([x, y], dtype=np.float32)
+            )
+            _, _, done, _, their_info = theirs[task].step(action)
+            _, _, terminated, _, info = env.step(
+                Action(ActionType.LEFT_CLICK, round(x * 3), round(y * 3))
+            )
+            assert done == terminated, (task, seed)
+            assert info["raw_reward"] == their_info["raw_reward"], (task, seed, info)
+    finally:
+        for e in theirs.values():
+            e.close()
