@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.client import SessionClient
+from uirl_gym.client import SessionClient, SessionError
 from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.base import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime
@@ -98,12 +98,16 @@ def _sweep(info: SessionInfo, names: list[str]) -> list[str]:
     try:
         for name in names:
             shots, instructions = [], []
-            for _ in range(2):
-                # Zoom 1: the page is what the test checks (the default zoom is the
-                # expert's), and a small raster keeps 256 resets cheap.
-                started = client.reset(SEED, {"zoom": 1}, task=name)
-                instructions.append(started["instruction"])
-                shots.append(client.screenshot())
+            try:
+                for _ in range(2):
+                    # Zoom 1: the page is what the test checks (the default zoom is the
+                    # expert's), and a small raster keeps 256 resets cheap.
+                    started = client.reset(SEED, {"zoom": 1}, task=name)
+                    instructions.append(started["instruction"])
+                    shots.append(client.screenshot())
+            except SessionError as exc:
+                problems.append(f"{name}: {exc}")
+                continue
             area = shots[0] if "flight." in name else shots[0][:210, :160]
             if len(np.unique(area.reshape(-1, 3), axis=0)) < 3:
                 problems.append(f"{name}: a blank screen")

@@ -801,8 +801,15 @@ class CdpBrowserSession:
         if fmt is ImageFormat.JPEG:
             params = {"format": "jpeg", "quality": jpeg_quality, "optimizeForSpeed": True}
         if self.frames_on_demand:
-            encoded = (await self._begin_frame(params)).get("screenshotData")
-            if encoded is None:
+            # A frame begun while the compositor is not ready (seen rarely right after a
+            # MiniWoB++ page's pinch zoom was set) comes without a screenshot: the next
+            # one has it.
+            for _ in range(3):
+                encoded = (await self._begin_frame(params)).get("screenshotData")
+                if encoded is not None:
+                    break
+                logger.debug("a frame came without a screenshot; drawing another")
+            else:
                 raise CdpError("the frame came without a screenshot", method="beginFrame")
         else:
             result = await self._cdp.send(
