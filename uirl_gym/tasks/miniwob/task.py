@@ -44,7 +44,7 @@ from urllib.parse import quote
 
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from uirl_gym.tasks.base import Task, TaskOptionsError, check_option_names
-from uirl_gym.tasks.miniwob import MiniWobInfo, html_root, miniwob_tasks
+from uirl_gym.tasks.miniwob import PREFIX, MiniWobInfo, html_root, miniwob_tasks
 
 RewardKind = Literal["raw", "binary", "time_discounted"]
 REWARD_KINDS: tuple[str, ...] = ("raw", "binary", "time_discounted")
@@ -135,8 +135,6 @@ class MiniWobTask(Task):
     public_progress_keys = frozenset({"episode"})
 
     def __init__(self, subdomain: str) -> None:
-        from uirl_gym.tasks.miniwob import PREFIX
-
         self.name = PREFIX + subdomain
         self.info = miniwob_tasks()[self.name]
         self.options = Options()
@@ -157,6 +155,7 @@ class MiniWobTask(Task):
         return f"/task/files/{quote(self.name)}/{self.info.page}"
 
     def page_html(self) -> str:
+        # Also at /task/app, but only app_path's URL resolves the page's relative URLs.
         return self._page()
 
     def _page(self) -> str:
