@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+import warnings
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
@@ -89,6 +90,20 @@ def test_every_registered_task_is_a_task() -> None:
     assert miniwob_tasks()["miniwob.use-colorwheel"].third_party_license.startswith("GPL")
     assert expand_tasks("miniwob.click-test,all")[:2] == ["miniwob.click-test", "simple_data_entry"]
     assert "miniwob.enter-text" in expand_tasks("miniwob.enter-*")
+
+
+def test_check_env(sessions: list[SessionInfo]) -> None:
+    """Gymnasium's checker (seeded resets give the same observation, spaces, render)."""
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    env = gym.make("uirl/miniwob.click-checkboxes-v0", base_url=sessions[1].base_url)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_env(env.unwrapped, skip_render_check=False)
+    finally:
+        env.close()
 
 
 def _sweep(info: SessionInfo, names: list[str]) -> list[str]:
