@@ -135,13 +135,65 @@ def test_update_schedule_in_lockstep_gives_every_process_the_same_passes() -> No
     """FSDP: a process with fewer micro-batches still runs every forward/backward pass
     (empty batches stand for the missing ones); replicated, it just runs fewer."""
     samples = [TokenSample([], [], [1], num_tokens=10) for _ in range(3)]
-    rng = np.random.default_rng(0)
-    common = {"micro_batch_tokens": 10, "grad_accumulation_steps": 2, "max_all": lambda n: 7}
-    plain = update_schedule(samples, rng, **common)
-    assert [len(step) for step in plain] == [2, 1, 0, 0]
-    locked = update_schedule(samples, rng, **common, lockstep=True)
+    common = {"micro_batch_tokens": 10, "grad_accumulation_steps": 2}
+    # The other process: 7 micro-batches (4 steps), then 2, 2, 2, 1 of them per step.
+    plain = update_schedule(samples, np.random.default_rng(0), **common, max_all=lambda n: 7)
+    assert [len(step) for step in plain] == [1, 1, 1, 0]  # its 3 samples over 4 steps
+    others = iter([7, 2, 2, 2, 1])
+    locked = update_schedule(
+        samples,
+        np.random.default_rng(0),
+        **common,
+        max_all=lambda n: max(n, next(others)),
+        lockstep=True,
+    )
     assert [len(step) for step in locked] == [2, 2, 2, 1]  # 7 passes, as the busiest process
     assert sum(len(batch) for step in locked for batch in step) == 3
+
+
+def _step_tokens(schedule: list[list[list[TokenSample]]]) -> list[int]:
+    return [sum(len(s.completion_ids) for batch in step for s in batch) for step in schedule]
+
+
+def test_every_optimizer_step_holds_each_process_in_its_share_of_the_tokens() -> None:
+    """Two processes, one micro-batch of data and four: every step's gradient holds each
+    process's tokens in about its overall share (not the small one's all in step 1)."""
+    from two_process_update import MICRO_BATCH_TOKENS, process_samples
+
+    data = [process_samples(rank) for rank in (0, 1)]
+    micro = [token_budget_batches(d, lambda s: s.num_tokens, MICRO_BATCH_TOKENS) for d in data]
+    assert [len(m) for m in micro] == [1, 4]
+    for k in (1, 2):
+        layouts = [
+            update_schedule(
+                d,
+                np.random.default_rng(rank),
+                micro_batch_tokens=MICRO_BATCH_TOKENS,
+                grad_accumulation_steps=k,
+                max_all=lambda n: 4,  # the busiest process's micro-batches
+            )
+            for rank, d in enumerate(data)
+        ]
+        tokens = np.array([_step_tokens(layout) for layout in layouts], dtype=float)
+        assert tokens.shape == (2, 4 // k)
+        overall = tokens.sum(axis=1) / tokens.sum()
+        per_step = tokens / tokens.sum(axis=0)
+        assert np.abs(per_step - overall[:, None]).max() < 0.02, (k, per_step, overall)
+        scale = tokens.sum(axis=0) / tokens.mean(axis=1).sum()  # 1: a step's fair share
+        assert np.abs(scale - 1).max() < 0.1, (k, scale)
+
+
+@pytest.mark.timeout(120)
+def test_two_processes_share_every_optimizer_step(tmp_path: Path) -> None:
+    """The same on two real processes (gloo): run_update's steps, as each rank ran them."""
+    out = tmp_path / "steps.json"
+    cmd = [*TORCHRUN, str(REPO / "tests" / "two_process_update.py"), str(out)]
+    _run(cmd, f"update2-{uuid.uuid4().hex}", timeout_s=100)
+    report = json.loads(out.read_text())
+    tokens = np.array(report["step_tokens"], dtype=float)
+    assert report["optimizer_steps"] == 4 and tokens.shape == (2, 4)
+    overall = tokens.sum(axis=1) / tokens.sum()
+    assert np.abs(tokens / tokens.sum(axis=0) - overall[:, None]).max() < 0.02, tokens
 
 
 def test_fsdp_launch_options_the_trainers_cannot_honour_are_refused(

@@ -226,7 +226,9 @@ class OptimConfig:
         16384, help="Token budget of one forward/backward (padded prompt + completion tokens)."
     )
     grad_accumulation_steps: int = param(
-        1, help="Micro-batches accumulated into one optimizer step."
+        1,
+        help="Micro-batches accumulated into one optimizer step, on the process with the most "
+        "(it sets the number of steps; every process deals its data out over all of them).",
     )
     max_grad_norm: float = param(1.0, help="Clip the global gradient norm to this; 0: no clipping.")
     lr_scheduler: Literal["constant", "constant_with_warmup", "linear", "cosine"] = param(
