@@ -3,6 +3,7 @@ model, and both scripts end to end on real sessions (one and two processes, resu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -26,6 +27,7 @@ pytest.importorskip("trl")
 
 from model_fixtures import tiny_training_run  # noqa: E402
 
+from uirl_agents.models import load_processor  # noqa: E402
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, completion_logprobs  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
@@ -34,6 +36,7 @@ from uirl_agents.trainers.common import (  # noqa: E402
     TRAIN_STREAM,
     build_model,
     derive_specs,
+    needs_autocast,
 )
 from uirl_agents.trainers.config import (  # noqa: E402
     EnvConfig,
@@ -531,6 +534,50 @@ def test_full_fine_tuning_keeps_float32_master_weights(tiny_qwen25vl_dir: Path) 
     weight.grad = torch.ones_like(weight)
     optimizer.step()
     assert not torch.equal(weight, before)
+
+
+def test_lora_modules_to_save_keep_float32_master_weights(
+    tiny_qwen25vl_dir: Path, tmp_path: Path
+) -> None:
+    """A bf16 base with LoRA and a fully trained lm_head: every trainable weight is a
+    float32 master weight (peft makes the lm_head copy bf16), a forward pass runs (under
+    the run's autocast), one AdamW step at 1e-5 moves every weight, and the weights come
+    back exactly from the saved adapter (a resumed run)."""
+    cfg = ModelConfig(lora_rank=4, dtype="bfloat16", lora_modules_to_save=["lm_head"])
+    model = build_model(cfg, str(tiny_qwen25vl_dir), torch.device("cpu"))
+    trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert any("lm_head.modules_to_save" in n for n in trainable)
+    assert {p.dtype for p in trainable.values()} == {torch.float32}
+    frozen = [p for p in model.parameters() if not p.requires_grad]
+    assert frozen and all(p.dtype == torch.bfloat16 for p in frozen)
+
+    assert needs_autocast(cfg, torch.bfloat16)
+    model.train()
+    prompt = [{"role": "user", "content": [{"type": "text", "text": "Copy row 3."}]}]
+    processor = load_processor(tiny_qwen25vl_dir)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logprobs = completion_logprobs(model, processor, [prompt], [[]], [[5, 6, 7]])
+    (-logprobs[0].sum()).backward()
+    assert all(p.grad is not None for n, p in trainable.items() if "lora_A" not in n)
+
+    before = {n: p.detach().clone() for n, p in trainable.items()}
+    optimizer = torch.optim.AdamW(trainable.values(), lr=1e-5)
+    for p in trainable.values():
+        p.grad = torch.ones_like(p)  # LoRA's A has no gradient while B is 0
+    optimizer.step()
+    for name, p in trainable.items():
+        assert bool((p != before[name]).all()), name  # in bf16: 15.5% of lm_head moved
+
+    model.save_pretrained(tmp_path / "adapter", selected_adapters=["default"])
+    resumed = build_model(
+        dataclasses.replace(cfg, adapter_path=str(tmp_path / "adapter")),
+        str(tiny_qwen25vl_dir),
+        torch.device("cpu"),
+    )
+    again = {n: p for n, p in resumed.named_parameters() if p.requires_grad}
+    assert again.keys() == trainable.keys()
+    for name, p in trainable.items():
+        assert torch.equal(again[name], p), name
 
 
 # ---- checkpoints and the vLLM hook -------------------------------------------------------

@@ -93,8 +93,9 @@ class ModelConfig:
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = param(
         "auto",
         help="Compute dtype; auto: bfloat16 on GPU, float32 on CPU. With LoRA the frozen base "
-        "weights are stored in it (the adapter stays float32); full fine-tuning keeps float32 "
-        "master weights and runs forward passes under autocast to it (mixed precision).",
+        "weights are stored in it (the adapter and lora_modules_to_save stay float32, the "
+        "latter with forward passes under autocast); full fine-tuning keeps float32 master "
+        "weights and runs forward passes under autocast to it (mixed precision).",
     )
     load_in_8bit: bool = param(
         False,
