@@ -725,7 +725,8 @@ class TrainingRun:
 
 def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfig) -> Policy:
     """The rollout policy on the vLLM server: ``model_name`` (an adapter it serves),
-    sampled with every field of ``rollout`` sent explicitly."""
+    sampled with every field of ``rollout`` sent explicitly; a response without token
+    ids raises :class:`~uirl_agents.policies.openai_compat.TokenIdsMissingError`."""
     from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
 
     r = config.rollout
@@ -742,6 +743,9 @@ def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfi
             max_tokens=r.max_new_tokens,
             max_concurrency=config.env.num_envs,
             extra_body=vllm_sampling_fields(r.extra_body),
+            # The updates train on the sampled ids: a step without them is no sample
+            # (GRPO would train on nothing, PPO only its value head).
+            require_token_ids=True,
         )
     )
 
