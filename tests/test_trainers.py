@@ -57,6 +57,7 @@ from uirl_agents.trainers.losses import (  # noqa: E402
     token_budget_batches,
 )
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
+from uirl_agents.trainers.schedule import SCHEDULES, iteration_scheduler  # noqa: E402
 from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402
@@ -249,6 +250,7 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
         ({"grpo.kl_beta": "0.1", "model.lora_rank": "0"}, "set model.lora_rank > 0"),
         ({"grpo.negative_advantage_scale": "-1"}, "grpo.negative_advantage_scale: expected >= 0"),
         ({"env.rows": "[1]", "env.row_pool": "[1, 2]"}, "set one (or neither)"),
+        ({"optim.warmup_iterations": "1"}, "set optim.lr_scheduler: constant_with_warmup"),
     ],
 )
 def test_config_errors_say_what_to_set(overrides: dict, message: str) -> None:
@@ -261,6 +263,47 @@ def test_docs_field_table_is_generated_from_the_dataclasses() -> None:
     rows = config_markdown(GRPOConfig).splitlines()[2:] + config_markdown(RSConfig).splitlines()[2:]
     for row in rows:
         assert row in docs, f"docs/training.md is stale; regenerate: {row}"
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_lr_schedules_warm_up_from_above_zero_then_follow_transformers(schedule: str) -> None:
+    from transformers import get_scheduler
+
+    def rates(scheduler: torch.optim.lr_scheduler.LRScheduler, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            out.append(scheduler.get_last_lr()[0])
+            scheduler.step()
+        return out
+
+    def optimizer() -> torch.optim.Optimizer:
+        return torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+
+    ours = rates(iteration_scheduler(optimizer(), schedule, warmup_iterations=0, iterations=6), 6)
+    theirs = rates(get_scheduler(schedule, optimizer(), 0, num_training_steps=6), 6)
+    assert ours == pytest.approx(theirs)  # no warm-up: transformers' schedule
+    warm = rates(iteration_scheduler(optimizer(), schedule, warmup_iterations=2, iterations=6), 6)
+    assert warm[:3] == pytest.approx([1 / 3, 2 / 3, 1.0])  # the first iteration trains too
+    if schedule == "linear":
+        assert warm[3:] == pytest.approx([0.75, 0.5, 0.25])
+
+
+def test_warm_up_trains_in_the_first_iteration_at_the_logged_rate(tmp_path: Path) -> None:
+    """`--optim.warmup_iterations 1`, one iteration: the update moves the weights (it ran
+    at rate 0 before), and AdamW's first step moves a weight by the rate it used: the
+    largest LoRA B entry (0 at the start) equals the logged `train/learning_rate`."""
+    mark = f"warmup-{uuid.uuid4().hex}"
+    out = tmp_path / "rs"
+    args = ["--iterations", "1", "--eval.episodes", "0", "--optim.lr_scheduler", "linear"]
+    args += ["--optim.warmup_iterations", "1", "--optim.grad_accumulation_steps", "64"]
+    _run(_command("train_rs.py", out, 1, *args), mark, timeout_s=180)
+    _assert_no_orphans(mark)
+    (record,) = [r for r in read_metrics(out) if "train/learning_rate" in r]
+    assert record["train/optimizer_steps"] == 1
+    assert record["train/learning_rate"] == pytest.approx(2e-4 / 2)  # (0 + 1) / (1 + 1)
+    weights = _adapter_weights(ckpt.latest_checkpoint(out))
+    moved = max(float(w.abs().max()) for n, w in weights.items() if "lora_B" in n)
+    assert moved == pytest.approx(record["train/learning_rate"], rel=1e-3)
 
 
 def test_episode_specs_are_a_function_of_seed_iteration_rank() -> None:

@@ -35,7 +35,6 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, set_seed
 from tqdm.auto import tqdm
-from transformers import get_scheduler
 
 from uirl_agents.formats import FormatConfig, ModelFormat, get_format
 from uirl_agents.models import default_dtype, load_model, load_processor
@@ -61,6 +60,7 @@ from uirl_agents.trainers.metrics import (
     episode_metrics,
     episode_record,
 )
+from uirl_agents.trainers.schedule import iteration_scheduler
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trajectories import Episode, TrajectoryWriter
 from uirl_gym.runtimes.local import LocalRuntime
@@ -389,11 +389,11 @@ class TrainingRun:
             lr=config.optim.learning_rate,
             weight_decay=config.optim.weight_decay,
         )
-        self.scheduler = get_scheduler(
-            config.optim.lr_scheduler,
+        self.scheduler = iteration_scheduler(
             self.optimizer,
-            num_warmup_steps=config.optim.warmup_iterations,
-            num_training_steps=config.iterations,
+            config.optim.lr_scheduler,
+            warmup_iterations=config.optim.warmup_iterations,
+            iterations=config.iterations,
         )
         if checkpoint is not None:
             saved = ckpt.load_optimizer(checkpoint, self.scheduler)
