@@ -126,6 +126,25 @@ def test_kl_k3_by_hand() -> None:
     torch.testing.assert_close(kl_k3(lp, ref), torch.tensor([0.5 + math.log(2) - 1, 0.0]))
 
 
+def test_kl_k3_gradient_is_the_reverse_kl_gradient() -> None:
+    """k3's value estimates KL(policy || ref), but as a loss on tokens sampled from the
+    policy its expected gradient is that of KL(ref || policy) (docs/training.md)."""
+    theta = torch.tensor([0.3, -1.2, 2.0, 0.0, 0.7], dtype=torch.float64, requires_grad=True)
+    ref = torch.log_softmax(torch.tensor([1.0, 0.0, 0.5, -0.5, 0.2], dtype=torch.float64), -1)
+
+    def grad(loss_of: object) -> torch.Tensor:
+        theta.grad = None
+        loss_of(torch.log_softmax(theta, -1)).backward()
+        return theta.grad.clone()
+
+    # The expectation over every token, each weighted by its (constant) sampling probability.
+    k3 = grad(lambda lp: (lp.exp().detach() * kl_k3(lp, ref)).sum())
+    reverse = grad(lambda lp: (ref.exp() * (ref - lp)).sum())  # KL(ref || policy)
+    forward = grad(lambda lp: (lp.exp() * (lp - ref)).sum())  # KL(policy || ref)
+    torch.testing.assert_close(k3, reverse)
+    assert not torch.allclose(k3, forward)
+
+
 def test_token_budget_batches() -> None:
     assert token_budget_batches([4, 4, 4, 1], lambda n: n, 8) == [[4, 4], [4, 1]]
     assert token_budget_batches([9, 1], lambda n: n, 8) == [[9], [1]]

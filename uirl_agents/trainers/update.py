@@ -11,8 +11,9 @@ a micro-batch; everything around it is here, written once:
 - :func:`run_update`: ``optim.epochs`` passes; each optimizer step backpropagates its
   micro-batches' summed loss divided by one constant (the iteration's completion
   tokens over every process, over the epoch's optimizer steps: a token mean that does
-  not depend on how tokens fall into micro-batches or processes), sums gradients over
-  processes (:func:`all_reduce_gradients`), clips and steps.
+  not depend on how tokens fall into micro-batches or processes; TRL's
+  ``loss_type="dapo"``), sums gradients over processes (:func:`all_reduce_gradients`),
+  clips and steps.
 
 Why not DDP: processes take different numbers of micro-batches (their episodes differ
 in length), and DDP's reducer needs the same backward schedule everywhere. A process
