@@ -44,12 +44,7 @@ from uirl_agents.trainers.config import (  # noqa: E402
     ModelConfig,
     RSConfig,
 )
-from uirl_agents.trainers.grpo import (  # noqa: E402
-    grpo_loss,
-    policy_update,
-    score_samples,
-    step_samples,
-)
+from uirl_agents.trainers.grpo import policy_update, step_samples  # noqa: E402
 from uirl_agents.trainers.losses import (  # noqa: E402
     clipped_policy_loss,
     group_advantages,
@@ -58,6 +53,7 @@ from uirl_agents.trainers.losses import (  # noqa: E402
 )
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
 from uirl_agents.trainers.schedule import SCHEDULES, iteration_scheduler  # noqa: E402
+from uirl_agents.trainers.scoring import grpo_loss, score_samples  # noqa: E402
 from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402

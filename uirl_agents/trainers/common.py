@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import re
 import shutil
 import threading
 from collections import defaultdict
@@ -37,7 +36,8 @@ from accelerate.utils import gather_object, set_seed
 from tqdm.auto import tqdm
 
 from uirl_agents.formats import FormatConfig, ModelFormat, get_format
-from uirl_agents.models import default_dtype, load_model, load_processor
+from uirl_agents.model_parts import VISION_TOWER
+from uirl_agents.models import load_model, load_processor, resolve_dtype
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
 from uirl_agents.push import require_token
@@ -74,9 +74,6 @@ EVAL_SEED_OFFSET = 2**31
 TRAJECTORIES_DIR = "trajectories"
 REFERENCE_ADAPTER = "reference"
 REFERENCE_ADAPTER_DIR = "reference_adapter"
-# The vision encoder's parameters in the model families transformers ships (Qwen2-VL /
-# Qwen2.5-VL `visual`, LLaVA-style `vision_tower`, Idefics / PaliGemma `vision_model`).
-VISION_TOWER = re.compile(r"(^|\.)(visual|vision_tower|vision_model)\.")
 
 
 # ---- model -----------------------------------------------------------------------------
@@ -97,7 +94,7 @@ def resolve_model_path(cfg: ModelConfig, output_dir: Path, accelerator: Accelera
 
 def compute_dtype(cfg: ModelConfig, device: torch.device) -> torch.dtype:
     """The dtype forward passes run in (``model.dtype``, auto: bf16 on GPU, fp32 on CPU)."""
-    return default_dtype(device) if cfg.dtype == "auto" else getattr(torch, cfg.dtype)
+    return resolve_dtype(cfg.dtype, device)
 
 
 def build_model(
