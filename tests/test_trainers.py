@@ -157,7 +157,7 @@ def test_update_schedule_in_lockstep_gives_every_process_the_same_passes() -> No
     common = {"micro_batch_tokens": 10, "grad_accumulation_steps": 2}
     # The other process: 7 micro-batches (4 steps), then 2, 2, 2, 1 of them per step.
     plain = update_schedule(samples, np.random.default_rng(0), **common, max_all=lambda n: 7)
-    assert [len(step) for step in plain] == [1, 1, 1, 0]  # its 3 samples over 4 steps
+    assert sorted(len(step) for step in plain) == [0, 1, 1, 1]  # its 3 samples over 4 steps
     others = iter([7, 2, 2, 2, 1])
     locked = update_schedule(
         samples,

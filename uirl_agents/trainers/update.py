@@ -134,6 +134,9 @@ def update_schedule(
     num_micro = len(token_budget_batches(shuffled, lambda s: s.num_tokens, budget))
     num_steps = math.ceil(int(max_all(num_micro)) / grad_accumulation_steps)
     parts = split_evenly(shuffled, num_steps, lambda s: len(s.completion_ids))
+    # split_evenly deals the heaviest samples out first, to the first parts: the steps run
+    # in a random order, not longest first.
+    parts = [parts[i] for i in rng.permutation(len(parts))]
     steps = [token_budget_batches(part, lambda s: s.num_tokens, budget) for part in parts]
     if lockstep:
         steps = [step + [[]] * (int(max_all(len(step))) - len(step)) for step in steps]
