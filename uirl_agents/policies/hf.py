@@ -543,8 +543,8 @@ class HFPolicy:
         out = self.model.generate(**inputs, generation_config=self.generation_config())
         prompt_len = inputs["input_ids"].shape[1]
         generated = out.sequences[:, prompt_len:]
-        logits = torch.stack(out.logits, dim=1).float() / self.config.logprob_temperature
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, generated.unsqueeze(-1)).squeeze(-1)
+        logits = torch.stack(out.logits, dim=1)
+        logprobs = selective_log_softmax(logits, generated, self.config.logprob_temperature)
         is_eos = torch.isin(generated, torch.tensor(self._eos_ids, device=generated.device))
         results = []
         for i in range(generated.shape[0]):
