@@ -210,6 +210,7 @@ def test_tool_schemas_state_the_frame() -> None:
     from transformers.utils import get_json_schema
 
     env = make_environment("form_fill", screenshot_size=(640, 400))()
+    env._close()  # its session starts with it; only the schemas are needed here
     tools = {
         name: get_json_schema(getattr(env, name))["function"]
         for name in ("click", "double_click", "right_click", "type", "keys", "scroll", "drag")

@@ -150,21 +150,50 @@ class EpisodeBackend(Protocol):
 
 
 class _GymBackend:
-    """A :class:`~uirl_gym.env.UIEnv` on the local runtime, a shared runtime or a URL."""
+    """A :class:`~uirl_gym.env.UIEnv` on the local runtime, a shared runtime or a URL.
+
+    On the local runtime (the default) the instance owns its runtime, and its session
+    starts in the background as soon as the instance exists: TRL makes a batch's
+    instances one after another and then resets them one after another, so the
+    sessions' cold starts (~1 s each) overlap instead of adding up.
+    """
 
     def __init__(self, config: EnvironmentConfig) -> None:
         from uirl_gym.env import UIEnv
 
+        runtime = config.runtime
+        self._owned_runtime: Runtime | None = None
+        self._warming: threading.Thread | None = None
+        if runtime is None and config.base_url is None:
+            from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
+
+            runtime = self._owned_runtime = LocalRuntime(LocalRuntimeConfig(task=config.task))
+            self._warming = threading.Thread(target=self._warm, name="uirl-warm", daemon=True)
+            self._warming.start()
         self.env = UIEnv(
             task=config.task,
-            runtime=config.runtime,
+            runtime=runtime,
             base_url=config.base_url,
             split=config.split,
             reward_mode=config.reward_mode,
             step_timeout_s=config.step_timeout_s,
         )
 
+    def _warm(self) -> None:
+        """Start a session and leave it idle in the runtime, for the first reset."""
+        assert self._owned_runtime is not None
+        try:
+            self._owned_runtime.release(self._owned_runtime.acquire(), healthy=True)
+        except Exception as exc:  # the first reset starts one itself, and reports failures
+            logger.warning("warming a uirl session failed: %s", exc)
+
+    def _wait_warm(self) -> None:
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
+
     def reset(self, seed: int | None, options: dict[str, Any]) -> tuple[np.ndarray, str, dict]:
+        self._wait_warm()
         obs, info = self.env.reset(seed=seed, options=options)
         return obs["screenshot"], obs["instruction"], info
 
@@ -173,7 +202,10 @@ class _GymBackend:
         return obs["screenshot"], float(reward), terminated, truncated, info
 
     def close(self) -> None:
+        self._wait_warm()  # a session still starting would outlive a closed runtime
         self.env.close()
+        if self._owned_runtime is not None:
+            self._owned_runtime.close()
 
 
 class _OpenEnvBackend:
@@ -240,7 +272,9 @@ class UirlEnvironment:
     config: ClassVar[EnvironmentConfig] = EnvironmentConfig()
 
     def __init__(self) -> None:
-        self._holder: dict[str, EpisodeBackend | None] = {"backend": None}
+        # The session opens now (in the background where it can): TRL resets instances
+        # soon after making them.
+        self._holder: dict[str, EpisodeBackend | None] = {"backend": _open_backend(self.config)}
         # Closes the session when TRL drops the instance (and at exit), without
         # keeping the instance alive.
         self._finalizer = weakref.finalize(self, _close_backend, self._holder)
