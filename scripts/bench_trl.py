@@ -71,13 +71,15 @@ def run_trainer(command: list[str], log: Path) -> tuple[float, float]:
     The RSS is ``wait4``'s ``ru_maxrss`` of that one child: the largest of the trainer
     process and of the processes it waited for (its session servers, far smaller).
     """
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}  # this checkout first
     start = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
     wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
+    if proc.returncode != 0:
         sys.exit(f"{command[1]} failed; see {log}")
     return wall, usage.ru_maxrss / 2**20  # KiB on Linux
 
