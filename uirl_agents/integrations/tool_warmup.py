@@ -72,25 +72,32 @@ def teach_tool_calls(
     def draw(items: Sequence[Any]) -> Any:
         return items[int(torch.randint(len(items), (1,), generator=generator))]
 
-    conversations = []
+    # conversations[k]: the turns after k earlier calls, one per episode. The first turn
+    # is drawn half of the time (the model must start calling), later ones share the rest.
+    conversations: list[list[list[dict[str, Any]]]] = [[] for _ in range(depth + 1)]
     for episode in range(episodes):
-        # Turns 1..depth+1 of one episode: each conversation ends where the model answers.
         conversation = [{"role": "user", "content": environment.reset(seed=episode)}]
-        conversations.append(list(conversation))
-        for _ in range(depth):
+        conversations[0].append(list(conversation))
+        for k in range(1, depth + 1):
             earlier = draw(calls)
             response = getattr(environment, earlier["name"])(**earlier["arguments"])
             conversation += [
                 {"role": "assistant", "content": "", "tool_calls": [_tool_call(earlier)]},
                 {"role": "tool", "name": earlier["name"], "content": response},
             ]
-            conversations.append(list(conversation))
+            conversations[k].append(list(conversation))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], learning_rate)
     model.train()
     losses = []
     for _ in range(steps):
         answer = {"role": "assistant", "content": "", "tool_calls": [_tool_call(draw(calls))]}
-        losses.append(_sft_step(model, processor, tools, draw(conversations), answer, optimizer))
+        later = depth > 0 and bool(torch.rand((), generator=generator) < 0.5)
+        turns = (
+            conversations[int(torch.randint(1, depth + 1, (1,), generator=generator))]
+            if later
+            else conversations[0]
+        )
+        losses.append(_sft_step(model, processor, tools, draw(turns), answer, optimizer))
     model.eval()
     logger.info("tool-call cold start: loss %.3f -> %.3f", losses[0], losses[-1])
     return losses
