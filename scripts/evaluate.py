@@ -25,6 +25,7 @@ from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from uirl_agents.cost import load_prices
 from uirl_agents.evaluate import (
     AGENT_SYNTAX,
     AgentResult,
@@ -97,6 +98,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=60, help="steps before an episode is cut")
     p.add_argument("--out", type=Path, default=Path("runs/eval"))
     p.add_argument("--leaderboard", type=Path, help="append a row per agent to this markdown file")
+    p.add_argument(
+        "--prices",
+        type=Path,
+        help="JSON or YAML file: model -> {input, output[, cache_read, cache_write]} USD per "
+        "million tokens, over the built-in table (uirl_agents/cost.py)",
+    )
     again = p.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
@@ -111,6 +118,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.agents = [parse_agent(a) for a in args.agent]
     except AgentSpecError as exc:
         p.error(str(exc))
+    try:
+        args.price_table = load_prices(args.prices) if args.prices else None
+    except (OSError, ValueError) as exc:
+        p.error(f"--prices: {exc}")
     if args.episodes < 1 or args.num_envs < 1:
         p.error("--episodes and --num-envs must be >= 1")
     return args
@@ -142,6 +153,7 @@ def run_agents(
                     seed=args.seed,
                     settings=settings,
                     resume=args.resume,
+                    prices=args.price_table,
                 )
             )
             # After every agent, so that an interrupted run keeps what it finished.
