@@ -44,6 +44,7 @@ from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
 logger = logging.getLogger(__name__)
 
 RETRY_STATUS_CODES = frozenset({408, 429, 500, 502, 503, 504, 529})  # 529: Anthropic overloaded
+MAX_RETRY_AFTER_S = 600.0
 # Fatal for the whole run: a wrong key, model or URL will not get better by retrying.
 FATAL_STATUS_CODES = frozenset({401, 403, 404})
 
@@ -165,8 +166,8 @@ class TransportConfig:
     max_retries: int = 6
     """Retries after the first attempt, on connection errors, timeouts, 408, 429, 5xx, 529."""
     backoff_initial_s: float = 2.0
-    """First retry delay; doubles each retry (with jitter), capped at backoff_max_s;
-    a ``retry-after`` header wins when it asks for longer."""
+    """First retry delay; doubles each retry (with jitter), capped at backoff_max_s.
+    A ``retry-after`` header (seconds, up to MAX_RETRY_AFTER_S) is waited instead."""
     backoff_max_s: float = 60.0
     max_concurrency: int = 8
     """Sub-envs whose requests are in flight at once."""
@@ -227,10 +228,11 @@ class JsonPoster:
                 retry_after = _retry_after_s(response)
             if attempt == c.max_retries:
                 break
-            delay = min(c.backoff_max_s, c.backoff_initial_s * 2**attempt)
-            delay *= 0.5 + random.random() / 2  # jitter: sub-envs don't retry in lockstep
             if retry_after is not None:
-                delay = max(delay, retry_after)  # the server knows when it will take more
+                delay = retry_after  # the server knows when it will take more
+            else:
+                delay = min(c.backoff_max_s, c.backoff_initial_s * 2**attempt)
+                delay *= 0.5 + random.random() / 2  # jitter: sub-envs don't retry in lockstep
             logger.warning(
                 "POST %s: %s (attempt %d/%d); retrying in %.2f s",
                 url,
@@ -246,9 +248,12 @@ class JsonPoster:
 def _retry_after_s(response: requests.Response) -> float | None:
     value = response.headers.get("retry-after")
     try:
-        return float(value) if value is not None else None
+        seconds = float(value) if value is not None else None
     except ValueError:  # an HTTP date: fall back to our own backoff
         return None
+    if seconds is None or not 0 <= seconds <= MAX_RETRY_AFTER_S:
+        return None  # absurd: our own backoff instead
+    return seconds
 
 
 @dataclass

@@ -1,0 +1,523 @@
+"""The vendor computer-use agents end to end, against local stand-ins of their APIs.
+
+Each stand-in (an HTTP server thread on 127.0.0.1) speaks its vendor's documented
+shapes and scripts its replies from the task's oracle: every turn is the scripted
+expert's next macro written as the vendor's tool calls (a multi-action turn), so the
+replies solve a real SimpleDataEntry episode on a real session. The scripts add a
+tool the env cannot play (a tool error), a 429 with ``retry-after``, a 5xx and, for
+OpenAI, a pending safety check. The agents run through ``evaluate.run_agent``, so the
+files it writes are checked for the API key.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from uirl_agents.cost import DEFAULT_PRICES, ModelPrice, normalize_usage
+from uirl_agents.evaluate import AgentSpecError, parse_agent, run_agent, write_reports
+from uirl_agents.policies.cua import ScreenScaler, TransportConfig, VendorApiError
+from uirl_agents.rollout import EpisodeSpec
+from uirl_agents.trajectories import load_episodes
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
+from uirl_gym.vector import SessionVectorEnv
+
+SECRET = "sk-test-9f8e7d6c5b4a-never-written"
+DISPLAY = (1024, 640)  # 1280x800 fitted into XGA / OpenAI's 1024x768
+SCALER = ScreenScaler(*DISPLAY)
+EPISODE = EpisodeSpec(seed=3, options={"task": "simple_data_entry", "num_rows": 1})
+
+
+@dataclass
+class StandIn:
+    """A vendor endpoint: ``reply(body)`` answers. ``failures[n]`` are sent, one per
+    attempt, before the ``n``-th answered request (0-based), as ``(status, headers)``;
+    every attempt's time is recorded."""
+
+    path: str
+    reply: Callable[[dict[str, Any]], dict[str, Any]]
+    failures: dict[int, list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
+    bodies: list[dict[str, Any]] = field(default_factory=list)  # answered requests
+    replies: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    attempts: list[float] = field(default_factory=list)  # monotonic times
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    url: str = ""
+
+
+def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # keep pytest output clean
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            with stand_in.lock:
+                stand_in.attempts.append(time.monotonic())
+                pending = stand_in.failures.get(len(stand_in.bodies)) or []
+                failure = pending.pop(0) if pending else None
+            if self.path != stand_in.path:
+                self._send(404, {"error": {"message": f"no route {self.path}"}})
+            elif failure is not None:
+                self._send(failure[0], {"error": {"type": "rate_limit_error"}}, failure[1])
+            else:
+                answer = stand_in.reply(body)
+                with stand_in.lock:
+                    stand_in.bodies.append(body)
+                    stand_in.replies.append(answer)
+                    stand_in.headers.append({k.lower(): v for k, v in self.headers.items()})
+                self._send(200, answer)
+
+        def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+    return Handler
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[StandIn], str]]:
+    """Starts stand-ins on 127.0.0.1; returns each one's root URL; stops them after."""
+    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
+
+    def start(stand_in: StandIn) -> str:
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stand_in))
+        thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        thread.start()
+        servers.append((httpd, thread))
+        stand_in.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+        return stand_in.url
+
+    yield start
+    for httpd, thread in servers:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def envs(runtime: LocalRuntime) -> Iterator[SessionVectorEnv]:
+    """One sub-env on the shared runtime (real sessions, real Chromium)."""
+    vector = SessionVectorEnv(1, runtime=runtime)
+    try:
+        yield vector
+    finally:
+        vector.close()
+
+
+def expert_macro(envs: SessionVectorEnv) -> list[Action]:
+    """The scripted expert's next macro for the sub-env's current page."""
+    return SimpleDataEntryExpert()._plan(envs.envs[0].oracle())
+
+
+def decode_png(data: str) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(base64.b64decode(data))))
+
+
+# Anthropic
+
+
+def anthropic_input(action: Action) -> dict[str, Any]:
+    """An env action written as the computer tool's input, in display pixels."""
+    point = list(SCALER.to_model(action.x, action.y)) if action.x is not None else None
+    if action.type is ActionType.LEFT_CLICK:
+        return {"action": "left_click", "coordinate": point}
+    if action.type is ActionType.TYPE:
+        return {"action": "type", "text": action.text}
+    if action.type is ActionType.KEYS:
+        return {"action": "key", "text": action.keys}
+    if action.type is ActionType.SCROLL:
+        return {"action": "scroll", "coordinate": point, "scroll_direction": action.direction,
+                "scroll_amount": action.scroll_amount}  # fmt: skip
+    raise AssertionError(f"no script for {action}")
+
+
+ANTHROPIC_USAGE = {"input_tokens": 1500, "output_tokens": 60, "cache_read_input_tokens": 500,
+                   "cache_creation_input_tokens": 0}  # fmt: skip
+
+
+def anthropic_script(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Turn 1: a middle click (no env action: a tool error); then the expert's macros."""
+    turns = iter(range(1000))
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        n = next(turns)
+        if n == 0:
+            content = [{"type": "text", "text": "Let me try the wheel."},
+                       {"type": "tool_use", "id": "toolu_0_0", "name": "computer",
+                        "input": {"action": "middle_click", "coordinate": [10, 10]}}]  # fmt: skip
+        else:
+            macro = expert_macro(envs)
+            content = [
+                {"type": "tool_use", "id": f"toolu_{n}_{k}", "name": "computer",
+                 "input": anthropic_input(a)}
+                for k, a in enumerate(macro) if a.type is not ActionType.FINISH
+            ]  # fmt: skip
+            if not content:
+                content = [{"type": "text", "text": "The row is submitted."}]
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+        return {"id": f"msg_{n}", "type": "message", "role": "assistant", "content": content,
+                "model": body["model"], "stop_reason": stop, "usage": ANTHROPIC_USAGE}  # fmt: skip
+
+    return reply
+
+
+def run_vendor_agent(
+    agent: str, envs: SessionVectorEnv, out: Path
+) -> tuple[dict[str, Any], list[Any]]:
+    spec = parse_agent(agent)
+    result = run_agent(spec, envs, [EPISODE], out, max_steps=30, seed=0, settings={"rows": "1"})
+    write_reports(out, [result], {"rows": "1"})
+    return json.loads(json.dumps(result.__dict__)), load_episodes(out / agent.replace(":", "_"))
+
+
+def assert_key_never_written(root: Path, log_text: str) -> None:
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        assert SECRET.encode() not in path.read_bytes(), path
+    assert SECRET not in log_text
+
+
+def test_anthropic_agent_solves_an_episode_against_the_stand_in(
+    envs: SessionVectorEnv,
+    serve: Callable[[StandIn], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    stand_in = StandIn("/v1/messages", anthropic_script(envs))
+    stand_in.failures = {1: [(429, {"retry-after": "0.3"})], 2: [(529, {"retry-after": "0.05"})]}
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", serve(stand_in))
+
+    result, (episode,) = run_vendor_agent("anthropic:claude-sonnet-4-5", envs, tmp_path)
+
+    assert episode.success, [(s.action, s.error) for s in episode.steps]
+    assert episode.steps[0].action is None and "middle_click" in episode.steps[0].error
+    bodies, headers = stand_in.bodies, stand_in.headers
+    assert {h["x-api-key"] for h in headers} == {SECRET}
+    assert {h["anthropic-version"] for h in headers} == {"2023-06-01"}
+    assert {h["anthropic-beta"] for h in headers} == {"computer-use-2025-01-24"}
+    tool = {"type": "computer_20250124", "name": "computer", "display_width_px": 1024,
+            "display_height_px": 640, "display_number": 1}  # fmt: skip
+    assert all(b["tools"] == [tool] and b["model"] == "claude-sonnet-4-5" for b in bodies)
+    first = bodies[0]["messages"]
+    assert [m["role"] for m in first] == ["user"]
+    assert first[0]["content"][0] == {"type": "text", "text": episode.instruction}
+    image = first[0]["content"][1]
+    assert image["type"] == "image" and image["source"]["media_type"] == "image/png"
+    assert decode_png(image["source"]["data"]).shape == (640, 1024, 3)
+    # Every later request answers each tool_use of the last reply, in order; the
+    # turn's screenshot rides on the last result; the middle click came back as an error.
+    for k, body in enumerate(bodies[1:], 1):
+        assistant, results = body["messages"][-2], body["messages"][-1]
+        uses = [b for b in assistant["content"] if b["type"] == "tool_use"]
+        assert assistant["role"] == "assistant" and results["role"] == "user"
+        assert [r["tool_use_id"] for r in results["content"]] == [u["id"] for u in uses]
+        last = results["content"][-1]["content"]
+        assert last[-1]["type"] == "image"
+        assert decode_png(last[-1]["source"]["data"]).shape == (640, 1024, 3)
+        images = json.dumps(body).count('"type": "image"')
+        assert images <= 3, (k, images)
+    error = bodies[1]["messages"][-1]["content"][0]
+    assert error["is_error"] is True and "middle_click" in error["content"][0]["text"]
+    assert len(bodies) >= 3 and any(
+        len([b for b in m["content"] if b["type"] == "tool_use"]) >= 2
+        for m in bodies[-1]["messages"]
+        if m["role"] == "assistant"
+    ), "no multi-action turn"
+    # The 429 was retried after its retry-after (and the 529 after its own).
+    times = stand_in.attempts
+    assert len(times) == len(bodies) + 2
+    assert times[2] - times[1] >= 0.3
+    # Usage per turn -> tokens and cost in the summary.
+    turns = len(bodies)
+    assert result["tokens"]["input_tokens"] == 1500 * turns
+    assert result["tokens"]["cache_read_input_tokens"] == 500 * turns
+    assert result["tokens"]["requests"] == turns
+    assert result["tokens"]["image_tokens"] > 0
+    price = DEFAULT_PRICES["claude-sonnet-4"]
+    expected = turns * (1500 * price.input + 500 * price.cache_read + 60 * price.output) / 1e6
+    assert result["cost_usd"] == pytest.approx(expected)
+    assert result["cost_per_success_usd"] == pytest.approx(expected)
+    table = (tmp_path / "results.md").read_text()
+    assert f"${expected:.4f}" in table
+    assert_key_never_written(tmp_path, caplog.text)
+
+
+# OpenAI
+
+
+def openai_action(action: Action) -> dict[str, Any]:
+    """An env action written as a computer_call action, in display pixels."""
+    point = SCALER.to_model(action.x, action.y) if action.x is not None else (None, None)
+    if action.type is ActionType.LEFT_CLICK:
+        return {"type": "click", "button": "left", "x": point[0], "y": point[1]}
+    if action.type is ActionType.TYPE:
+        return {"type": "type", "text": action.text}
+    if action.type is ActionType.KEYS:
+        return {"type": "keypress", "keys": [k.upper() for k in action.keys.split("+")]}
+    if action.type is ActionType.SCROLL:
+        pixels = action.scroll_amount * 100 * DISPLAY[1] / 800  # display pixels
+        sign = 1 if action.direction == "down" else -1
+        return {"type": "scroll", "x": point[0], "y": point[1], "scroll_x": 0,
+                "scroll_y": round(sign * pixels)}  # fmt: skip
+    raise AssertionError(f"no script for {action}")
+
+
+SAFETY_CHECK = {"id": "cu_sc_1", "code": "malicious_instructions",
+                "message": "The page may hold instructions."}  # fmt: skip
+OPENAI_USAGE = {"input_tokens": 1200, "input_tokens_details": {"cached_tokens": 200},
+                "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 16},
+                "total_tokens": 1240}  # fmt: skip
+
+
+def openai_script(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Every turn the expert's macro as computer_calls; the first call carries a safety
+    check; turn 2 starts with a wheel click (no env action)."""
+    turns = iter(range(1000))
+
+    def call(n: int, k: int, action: dict[str, Any], checks: list) -> dict[str, Any]:
+        return {"type": "computer_call", "id": f"cu_{n}_{k}", "call_id": f"call_{n}_{k}",
+                "action": action, "pending_safety_checks": checks, "status": "completed"}  # fmt: skip
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        n = next(turns)
+        actions = [openai_action(a) for a in expert_macro(envs) if a.type is not ActionType.FINISH]
+        if n == 1:
+            actions.insert(0, {"type": "click", "button": "wheel", "x": 5, "y": 5})
+        output: list[dict[str, Any]] = [
+            {"type": "reasoning", "id": f"rs_{n}", "summary": [
+                {"type": "summary_text", "text": f"Turn {n}: fill the form."}]}
+        ]  # fmt: skip
+        output += [
+            call(n, k, a, [SAFETY_CHECK] if (n, k) == (0, 0) else []) for k, a in enumerate(actions)
+        ]
+        if not actions:
+            output.append({"type": "message", "id": f"msg_{n}", "role": "assistant",
+                           "content": [{"type": "output_text", "text": "Done."}]})  # fmt: skip
+        return {"id": f"resp_{n}", "object": "response", "status": "completed",
+                "model": body["model"], "output": output, "usage": OPENAI_USAGE}  # fmt: skip
+
+    return reply
+
+
+def test_openai_cua_agent_solves_an_episode_against_the_stand_in(
+    envs: SessionVectorEnv,
+    serve: Callable[[StandIn], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    stand_in = StandIn("/v1/responses", openai_script(envs))
+    stand_in.failures = {1: [(500, {"retry-after": "0.05"}), (429, {"retry-after": "0.3"})]}
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", serve(stand_in) + "/v1")
+
+    result, (episode,) = run_vendor_agent("openai-cua:computer-use-preview", envs, tmp_path)
+
+    assert episode.success, [(s.action, s.error) for s in episode.steps]
+    bodies = stand_in.bodies
+    assert {h["authorization"] for h in stand_in.headers} == {f"Bearer {SECRET}"}
+    tool = {"type": "computer_use_preview", "display_width": 1024, "display_height": 640,
+            "environment": "browser"}  # fmt: skip
+    assert all(b["tools"] == [tool] and b["truncation"] == "auto" for b in bodies)
+    (message,) = bodies[0]["input"]
+    assert "previous_response_id" not in bodies[0] and message["role"] == "user"
+    text, image = message["content"]
+    assert text == {"type": "input_text", "text": episode.instruction}
+    assert image["type"] == "input_image"
+    prefix = "data:image/png;base64,"
+    assert decode_png(image["image_url"].removeprefix(prefix)).shape == (640, 1024, 3)
+    replies = [
+        [i["call_id"] for i in r["output"] if i["type"] == "computer_call"]
+        for r in stand_in.replies
+    ]
+    for k, body in enumerate(bodies[1:], 1):
+        assert body["previous_response_id"] == f"resp_{k - 1}"
+        outputs = [i for i in body["input"] if i.get("type") == "computer_call_output"]
+        assert [o["call_id"] for o in outputs] == replies[k - 1]
+        for o in outputs:
+            assert o["output"]["type"] == "computer_screenshot"
+            assert o["output"]["image_url"].startswith(prefix)
+            assert decode_png(o["output"]["image_url"].removeprefix(prefix)).shape == (640, 1024, 3)
+    # The safety check was acknowledged (the default policy), on its call only.
+    first_outputs = [i for i in bodies[1]["input"] if i.get("type") == "computer_call_output"]
+    assert first_outputs[0]["acknowledged_safety_checks"] == [SAFETY_CHECK]
+    assert all("acknowledged_safety_checks" not in o for o in first_outputs[1:])
+    assert episode.steps[0].text and "safety" not in (episode.steps[0].error or "")
+    # The wheel click: an invalid step, and a user message saying why.
+    wheel = [s for s in episode.steps if s.action is None]
+    assert len(wheel) == 1 and "wheel" in wheel[0].error
+    notes = [i for i in bodies[2]["input"] if i.get("role") == "user"]
+    assert notes and "wheel" in notes[0]["content"][0]["text"]
+    # The 500 and the 429 were retried; the 429 after its retry-after.
+    times = stand_in.attempts
+    assert len(times) == len(bodies) + 2 and times[3] - times[2] >= 0.3
+    turns = len(bodies)
+    assert result["tokens"]["input_tokens"] == 1000 * turns  # cached ones apart
+    assert result["tokens"]["cache_read_input_tokens"] == 200 * turns
+    assert result["tokens"]["output_tokens"] == 40 * turns
+    price = DEFAULT_PRICES["computer-use-preview"]
+    assert result["cost_usd"] == pytest.approx(
+        turns * (1200 * price.input + 40 * price.output) / 1e6
+    )
+    assert_key_never_written(tmp_path, caplog.text)
+
+
+# The parts, without sessions
+
+
+@pytest.mark.parametrize("display", [(1024, 640), (1280, 800), (1000, 625), (800, 500)])
+def test_screen_scaling_is_an_exact_inverse(display: tuple[int, int]) -> None:
+    scaler = ScreenScaler(*display)
+    xs = np.arange(scaler.width)
+    ys = np.arange(scaler.height)
+    assert all(scaler.to_model(*scaler.to_screen(x, 0))[0] == x for x in xs)
+    assert all(scaler.to_model(*scaler.to_screen(0, y))[1] == y for y in ys)
+    assert scaler.to_screen(scaler.width - 1, scaler.height - 1) <= (1279, 799)
+    for bad in ((scaler.width, 0), (-1, 5), ("a", 3), (True, 2)):
+        with pytest.raises(ValueError, match="coordinate"):
+            scaler.to_screen(*bad)
+    assert ScreenScaler.fit(1024, 768) == ScreenScaler(1024, 640)
+    assert ScreenScaler.fit(1366, 768) == ScreenScaler(1229, 768)
+
+
+def test_keys_are_translated() -> None:
+    from uirl_agents.policies.anthropic import xdotool_combos
+    from uirl_agents.policies.openai_cua import keypress_combo
+
+    assert xdotool_combos("ctrl+a BackSpace") == ["ctrl+a", "Backspace"]
+    assert xdotool_combos("Return") == ["Enter"] and xdotool_combos("KP_0") == ["Numpad0"]
+    assert xdotool_combos("ctrl+shift+Page_Down") == ["ctrl+shift+PageDown"]
+    assert xdotool_combos("ctrl+minus") == ["ctrl+-"]
+    assert keypress_combo(["CTRL", "A"]) == "ctrl+a"
+    assert keypress_combo(["ARROWDOWN"]) == "ArrowDown" and keypress_combo(["ESC"]) == "Escape"
+    with pytest.raises(ValueError, match="not a key|unknown"):
+        xdotool_combos("ctrl+Hyper_Q")
+    with pytest.raises(ValueError, match="keypress"):
+        keypress_combo([])
+
+
+def test_usage_is_normalised_and_priced(tmp_path: Path) -> None:
+    from uirl_agents.cost import add_usage, find_price, load_prices
+
+    anthropic = normalize_usage(ANTHROPIC_USAGE)
+    openai = normalize_usage(OPENAI_USAGE)
+    chat = normalize_usage({"prompt_tokens": 10, "completion_tokens": 3})
+    gemini = normalize_usage(
+        {"promptTokenCount": 50, "candidatesTokenCount": 5, "thoughtsTokenCount": 2}
+    )
+    assert (anthropic["input_tokens"], anthropic["cache_read_input_tokens"]) == (1500, 500)
+    assert (openai["input_tokens"], openai["cache_read_input_tokens"]) == (1000, 200)
+    assert (chat["input_tokens"], chat["output_tokens"], gemini["output_tokens"]) == (10, 3, 7)
+    total = add_usage([anthropic, None, openai])
+    assert total["requests"] == 2 and total["output_tokens"] == 100
+    assert add_usage([None]) is None
+    assert (
+        find_price("claude-sonnet-4-5-20250929", DEFAULT_PRICES)
+        == DEFAULT_PRICES["claude-sonnet-4"]
+    )
+    assert find_price("my-model", DEFAULT_PRICES) is None
+    assert ModelPrice(2.0, 10.0).cost_usd(
+        {"input_tokens": 1_000_000, "output_tokens": 100_000, "cache_read_input_tokens": 0}
+    ) == pytest.approx(3.0)
+    path = tmp_path / "prices.yaml"
+    path.write_text("my-model: {input: 1.0, output: 2.0}\n")
+    assert load_prices(path)["my-model"] == ModelPrice(1.0, 2.0)
+    path.write_text("my-model: {input: 1.0, outptu: 2.0}\n")
+    with pytest.raises(ValueError, match="my-model"):
+        load_prices(path)
+
+
+def test_agent_specs() -> None:
+    spec = parse_agent("anthropic:claude-sonnet-4-5,display=1280x800,max_tokens=512")
+    assert (spec.kind, spec.target, spec.max_tokens) == ("anthropic", "claude-sonnet-4-5", 512)
+    assert (
+        dict(spec.options) == {"display": "1280x800"}
+        and spec.label == spec.kind + ":" + spec.target
+    )
+    spec = parse_agent("openai-cua:computer-use-preview,safety_checks=refuse")
+    assert dict(spec.options) == {"safety_checks": "refuse"}
+    for bad in ("anthropic:m,display=big", "openai-cua:m,safety_checks=maybe",
+                "anthropic:m,format=ui-tars", "openai-cua:m,max_tokens=5"):  # fmt: skip
+        with pytest.raises(AgentSpecError, match="agent"):
+            parse_agent(bad)
+
+
+def _observation() -> dict[str, Any]:
+    return {"screenshot": np.full((800, 1280, 3), 200, np.uint8), "instruction": "Copy row 1."}
+
+
+def _openai_policy(safety_checks: str = "acknowledge") -> Any:
+    from uirl_agents.policies.openai_cua import OpenAICUAPolicy, OpenAICUAPolicyConfig
+
+    transport = TransportConfig(max_retries=2, backoff_initial_s=0.01, backoff_max_s=0.02)
+    return OpenAICUAPolicy(OpenAICUAPolicyConfig(safety_checks=safety_checks, transport=transport))
+
+
+def test_missing_key_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uirl_agents.policies.anthropic import AnthropicPolicy
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.raises(ValueError, match="ANTHROPIC_API_KEY is not set"):
+        AnthropicPolicy()
+
+
+def test_api_errors_end_the_episode_or_the_run_without_the_key(
+    serve: Callable[[StandIn], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stand_in = StandIn("/v1/responses", lambda body: {})
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", serve(stand_in) + "/v1")
+    # A 400 (a conversation the API refuses): this episode ends, the run goes on.
+    stand_in.failures = {0: [(400, {})]}
+    with _openai_policy() as policy:
+        (step,) = policy.act([_observation()], [0])
+    assert step.action.type is ActionType.FINISH and "HTTP 400" in step.error
+    # Backoff without retry-after, then a 401: fatal, and the key is not in the message.
+    stand_in.failures = {0: [(503, {}), (401, {})]}
+    with _openai_policy() as policy, pytest.raises(VendorApiError, match="HTTP 401") as caught:
+        policy.act([_observation()], [0])
+    assert SECRET not in str(caught.value) and caught.value.status_code == 401
+    assert len(stand_in.attempts) == 3
+
+
+def test_refused_safety_check_ends_the_episode(
+    serve: Callable[[StandIn], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    check = {"type": "computer_call", "call_id": "c1", "pending_safety_checks": [SAFETY_CHECK],
+             "action": {"type": "click", "button": "left", "x": 10, "y": 10}}  # fmt: skip
+    stand_in = StandIn("/v1/responses", lambda body: {"id": "r1", "output": [check]})
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", serve(stand_in) + "/v1")
+    with _openai_policy("refuse") as policy:
+        (step,) = policy.act([_observation()], [0])
+    assert step.action.type is ActionType.FINISH
+    assert step.extra["stop"] == "SafetyCheckRefused: malicious_instructions"
