@@ -39,9 +39,13 @@ from uirl_agents.evaluate import (
     run_agent,
     write_reports,
 )
+from uirl_agents.leaderboard import write_leaderboard
 from uirl_agents.rollout import EpisodeSpec
 from uirl_gym.tasks import SPLITS, TASKS, task_spec
 from uirl_gym.vector import SessionVectorEnv
+
+# --leaderboard with no value: the run's own --out folder.
+RUN_FOLDER = Path("\0out")
 
 
 def parse_rows(text: str) -> tuple[int, int]:
@@ -72,7 +76,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--agent", action="append", required=True, help=f"repeatable: {AGENT_SYNTAX}")
+    p.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        help=f"repeatable: {AGENT_SYNTAX} (none: only --leaderboard)",
+    )
     p.add_argument(
         "--task",
         type=parse_tasks,
@@ -97,7 +106,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max-steps", type=int, default=60, help="steps before an episode is cut")
     p.add_argument("--out", type=Path, default=Path("runs/eval"))
-    p.add_argument("--leaderboard", type=Path, help="append a row per agent to this markdown file")
+    p.add_argument(
+        "--leaderboard",
+        type=Path,
+        nargs="?",
+        const=RUN_FOLDER,
+        help="DIR: merge every result folder under DIR into DIR/leaderboard.{html,md,json} "
+        "(no DIR: --out); with --agent, after the run. FILE.md: append a row per agent to "
+        "that markdown file instead",
+    )
     p.add_argument(
         "--prices",
         type=Path,
@@ -114,6 +131,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--overwrite", action="store_true", help="start afresh over a run already in --out"
     )
     args = p.parse_args(argv)
+    if not args.agent and args.leaderboard is None:
+        p.error("expected --agent (one or more), or --leaderboard DIR to merge earlier runs")
     try:
         args.agents = [parse_agent(a) for a in args.agent]
     except AgentSpecError as exc:
@@ -164,6 +183,8 @@ def run_agents(
 
 
 def evaluate(args: argparse.Namespace) -> int:
+    if not args.agents:
+        return leaderboard(args)
     specs = []
     for task in args.task:
         rng = random.Random(args.seed)  # the same rows whatever the other tasks
@@ -188,7 +209,8 @@ def evaluate(args: argparse.Namespace) -> int:
     except RunMismatchError as exc:
         print(f"evaluate.py: error: {exc}", file=sys.stderr)
         return 2
-    if args.leaderboard:
+    legacy = args.leaderboard is not None and args.leaderboard.suffix == ".md"
+    if legacy:
         append_leaderboard(args.leaderboard, results, settings)
     print(markdown_table(results))
     print("\nwrote:")
@@ -197,6 +219,21 @@ def evaluate(args: argparse.Namespace) -> int:
     for label in labels:
         run_dir = agent_run_dir(args.out, label)
         print(f"  {run_dir / 'summary.json'}\n  {run_dir / 'index.html'} (replay)")
+    return 0 if legacy or args.leaderboard is None else leaderboard(args)
+
+
+def leaderboard(args: argparse.Namespace) -> int:
+    """Merge the result folders under --leaderboard (or --out) into one leaderboard."""
+    root = args.out if args.leaderboard == RUN_FOLDER else args.leaderboard
+    try:
+        written = write_leaderboard(root)
+    except FileNotFoundError as exc:
+        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        return 2
+    print(written[0].read_text(encoding="utf-8"))
+    print("leaderboard:")
+    for path in written:
+        print(f"  {path}")
     return 0
 
 

@@ -521,3 +521,114 @@ def test_refused_safety_check_ends_the_episode(
         (step,) = policy.act([_observation()], [0])
     assert step.action.type is ActionType.FINISH
     assert step.extra["stop"] == "SafetyCheckRefused: malicious_instructions"
+
+
+# evaluate.py and the leaderboard
+
+
+def anthropic_click_then_stop(body: dict[str, Any]) -> dict[str, Any]:
+    """Every episode: one click, then the model stops (the task is not done)."""
+    first = len(body["messages"]) == 1
+    content = (
+        [{"type": "tool_use", "id": "toolu_1", "name": "computer",
+          "input": {"action": "left_click", "coordinate": [512, 320]}}]
+        if first
+        else [{"type": "text", "text": "I give up."}]
+    )  # fmt: skip
+    return {"id": "msg", "type": "message", "role": "assistant", "content": content,
+            "stop_reason": "tool_use" if first else "end_turn", "usage": ANTHROPIC_USAGE}  # fmt: skip
+
+
+def openai_click_then_stop(body: dict[str, Any]) -> dict[str, Any]:
+    first = "previous_response_id" not in body
+    output = (
+        [{"type": "computer_call", "call_id": "call_1", "pending_safety_checks": [],
+          "action": {"type": "click", "button": "left", "x": 512, "y": 320}}]
+        if first
+        else [{"type": "message", "content": [{"type": "output_text", "text": "Stopped."}]}]
+    )  # fmt: skip
+    return {"id": "resp_1" if first else "resp_2", "output": output, "usage": OPENAI_USAGE}
+
+
+def test_evaluate_runs_vendor_agents_and_the_leaderboard_renders(
+    serve: Callable[[StandIn], str], tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from playwright.sync_api import sync_playwright
+
+    from uirl_agents.trajectories import Episode, Step
+    from uirl_gym.server.browser import find_browser
+
+    root = Path(__file__).resolve().parents[1]
+    anthropic = StandIn("/v1/messages", anthropic_click_then_stop)
+    openai = StandIn("/v1/responses", openai_click_then_stop)
+    env = os.environ | {
+        "ANTHROPIC_API_KEY": SECRET,
+        "ANTHROPIC_BASE_URL": serve(anthropic),
+        "OPENAI_API_KEY": SECRET,
+        "OPENAI_BASE_URL": serve(openai) + "/v1",
+    }
+    out = tmp_path / "runs" / "vendors"
+    cmd = [sys.executable, str(root / "scripts" / "evaluate.py"),
+           "--agent", "anthropic:claude-sonnet-4-5", "--agent", "openai-cua:computer-use-preview",
+           "--agent", "expert", "--task", "settings_nav,simple_data_entry", "--rows", "1",
+           "--episodes", "1", "--max-steps", "30", "--out", str(out), "--leaderboard"]  # fmt: skip
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert SECRET not in done.stdout + done.stderr
+    results = {a["agent"]: a for a in json.loads((out / "results.json").read_text())["agents"]}
+    assert results["anthropic:claude-sonnet-4-5"]["tokens"]["requests"] == 4  # 2 per episode
+    assert results["openai-cua:computer-use-preview"]["cost_usd"] > 0
+    assert results["expert"]["cost_usd"] is None and results["expert"]["success_rate"] == 1.0
+    table = (out / "results.md").read_text()
+    assert "cost/episode" in table and "| expert | - | 2 |" in table
+    assert (out / "leaderboard.html").exists() and "leaderboard:" in done.stdout
+
+    # A second result folder (another agent, and the expert again): merged, pooled.
+    other = tmp_path / "runs" / "older"
+    episodes = [
+        Episode(f"ep-{k}", "expert", k, {}, "copy", [1], success=k < 2,
+                steps=[Step(None, Action(ActionType.FINISH))], task="simple_data_entry")
+        for k in range(3)
+    ]  # fmt: skip
+    from uirl_agents.evaluate import summarise
+
+    write_reports(other, [summarise("expert", episodes), summarise("hf:other", episodes[2:])], {})
+    merged = subprocess.run(
+        [*cmd[:2], "--leaderboard", str(tmp_path / "runs")],
+        cwd=root, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert merged.returncode == 0, merged.stderr[-3000:]
+    board = json.loads((tmp_path / "runs" / "leaderboard.json").read_text())["agents"]
+    assert [a["agent"] for a in board][0] == "expert" and len(board) == 4
+    expert = board[0]
+    assert (expert["episodes"], expert["successes"]) == (5, 4)  # 2 + 3 pooled
+    assert expert["tasks"]["simple_data_entry"]["episodes"] == 4
+    others = {a["agent"]: a["episodes"] for a in board[1:]}
+    assert others == {"anthropic:claude-sonnet-4-5": 2, "openai-cua:computer-use-preview": 2,
+                      "hf:other": 1}  # fmt: skip
+
+    page = tmp_path / "runs" / "leaderboard.html"
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=find_browser())
+        tab = browser.new_page(viewport={"width": 1280, "height": 800})
+        tab.goto(page.as_uri())
+        rows = tab.locator("tr.entry")
+        assert rows.count() == 4
+        assert rows.first.locator("td.agent").inner_text() == "expert"
+        assert "80% (" in rows.first.inner_text()  # 4/5 with its interval
+        # Every replay link opens a page that exists; the anthropic one shows its episodes.
+        hrefs = tab.eval_on_selector_all("a.replay", "as => as.map(a => a.href)")
+        assert hrefs and all(Path(h.split("#")[0].removeprefix("file://")).is_file() for h in hrefs)
+        tab.locator("tr.entry", has_text="anthropic").locator("a.replay").first.click()
+        tab.wait_for_load_state()
+        assert tab.locator("details").count() == 2 and "anthropic" in tab.title()
+        assert tab.locator("h2").count() == 2  # one section per task
+        tab.go_back()
+        box = tab.locator("#leaderboard").bounding_box()
+        assert box is not None and box["width"] > 600 and box["height"] > 100
+        browser.close()
+    assert_key_never_written(tmp_path, "")
