@@ -12,19 +12,23 @@ files it writes are checked for the API key.
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import logging
-import threading
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from cua_standin import (
+    StandIn,
+    anthropic_input,
+    expert_macro,
+    openai_action,
+    serving,
+)
 from PIL import Image
 
 from uirl_agents.cost import DEFAULT_PRICES, ModelPrice, normalize_usage
@@ -34,88 +38,17 @@ from uirl_agents.rollout import EpisodeSpec
 from uirl_agents.trajectories import load_episodes
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.runtimes.local import LocalRuntime
-from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 from uirl_gym.vector import SessionVectorEnv
 
 SECRET = "sk-test-9f8e7d6c5b4a-never-written"
-DISPLAY = (1024, 640)  # 1280x800 fitted into XGA / OpenAI's 1024x768
-SCALER = ScreenScaler(*DISPLAY)
 EPISODE = EpisodeSpec(seed=3, options={"task": "simple_data_entry", "num_rows": 1})
-
-
-@dataclass
-class StandIn:
-    """A vendor endpoint: ``reply(body)`` answers. ``failures[n]`` are sent, one per
-    attempt, before the ``n``-th answered request (0-based), as ``(status, headers)``;
-    every attempt's time is recorded."""
-
-    path: str
-    reply: Callable[[dict[str, Any]], dict[str, Any]]
-    failures: dict[int, list[tuple[int, dict[str, str]]]] = field(default_factory=dict)
-    bodies: list[dict[str, Any]] = field(default_factory=list)  # answered requests
-    replies: list[dict[str, Any]] = field(default_factory=list)
-    headers: list[dict[str, str]] = field(default_factory=list)
-    attempts: list[float] = field(default_factory=list)  # monotonic times
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    url: str = ""
-
-
-def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:  # keep pytest output clean
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            with stand_in.lock:
-                stand_in.attempts.append(time.monotonic())
-                pending = stand_in.failures.get(len(stand_in.bodies)) or []
-                failure = pending.pop(0) if pending else None
-            if self.path != stand_in.path:
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
-            elif failure is not None:
-                self._send(failure[0], {"error": {"type": "rate_limit_error"}}, failure[1])
-            else:
-                answer = stand_in.reply(body)
-                with stand_in.lock:
-                    stand_in.bodies.append(body)
-                    stand_in.replies.append(answer)
-                    stand_in.headers.append({k.lower(): v for k, v in self.headers.items()})
-                self._send(200, answer)
-
-        def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
-
-    return Handler
 
 
 @pytest.fixture
 def serve() -> Iterator[Callable[[StandIn], str]]:
     """Starts stand-ins on 127.0.0.1; returns each one's root URL; stops them after."""
-    servers: list[tuple[ThreadingHTTPServer, threading.Thread]] = []
-
-    def start(stand_in: StandIn) -> str:
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stand_in))
-        thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        thread.start()
-        servers.append((httpd, thread))
-        stand_in.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-        return stand_in.url
-
-    yield start
-    for httpd, thread in servers:
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with contextlib.ExitStack() as stack:
+        yield lambda stand_in: stack.enter_context(serving(stand_in))[0]
 
 
 @pytest.fixture(scope="module")
@@ -128,31 +61,11 @@ def envs(runtime: LocalRuntime) -> Iterator[SessionVectorEnv]:
         vector.close()
 
 
-def expert_macro(envs: SessionVectorEnv) -> list[Action]:
-    """The scripted expert's next macro for the sub-env's current page."""
-    return SimpleDataEntryExpert()._plan(envs.envs[0].oracle())
-
-
 def decode_png(data: str) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(data))))
 
 
 # Anthropic
-
-
-def anthropic_input(action: Action) -> dict[str, Any]:
-    """An env action written as the computer tool's input, in display pixels."""
-    point = list(SCALER.to_model(action.x, action.y)) if action.x is not None else None
-    if action.type is ActionType.LEFT_CLICK:
-        return {"action": "left_click", "coordinate": point}
-    if action.type is ActionType.TYPE:
-        return {"action": "type", "text": action.text}
-    if action.type is ActionType.KEYS:
-        return {"action": "key", "text": action.keys}
-    if action.type is ActionType.SCROLL:
-        return {"action": "scroll", "coordinate": point, "scroll_direction": action.direction,
-                "scroll_amount": action.scroll_amount}  # fmt: skip
-    raise AssertionError(f"no script for {action}")
 
 
 ANTHROPIC_USAGE = {"input_tokens": 1500, "output_tokens": 60, "cache_read_input_tokens": 500,
@@ -271,23 +184,6 @@ def test_anthropic_agent_solves_an_episode_against_the_stand_in(
 
 
 # OpenAI
-
-
-def openai_action(action: Action) -> dict[str, Any]:
-    """An env action written as a computer_call action, in display pixels."""
-    point = SCALER.to_model(action.x, action.y) if action.x is not None else (None, None)
-    if action.type is ActionType.LEFT_CLICK:
-        return {"type": "click", "button": "left", "x": point[0], "y": point[1]}
-    if action.type is ActionType.TYPE:
-        return {"type": "type", "text": action.text}
-    if action.type is ActionType.KEYS:
-        return {"type": "keypress", "keys": [k.upper() for k in action.keys.split("+")]}
-    if action.type is ActionType.SCROLL:
-        pixels = action.scroll_amount * 100 * DISPLAY[1] / 800  # display pixels
-        sign = 1 if action.direction == "down" else -1
-        return {"type": "scroll", "x": point[0], "y": point[1], "scroll_x": 0,
-                "scroll_y": round(sign * pixels)}  # fmt: skip
-    raise AssertionError(f"no script for {action}")
 
 
 SAFETY_CHECK = {"id": "cu_sc_1", "code": "malicious_instructions",
