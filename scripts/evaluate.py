@@ -11,6 +11,10 @@ replay, ``index.html``. ``--resume`` continues an interrupted run.
         --episodes 6 --num-envs 2 --rows 1-2 --out runs/eval
     python scripts/evaluate.py --agent openai:ui-tars@http://127.0.0.1:8000/v1 --episodes 50
     python scripts/evaluate.py --agent expert --agent random --task all --episodes 10
+    ANTHROPIC_API_KEY=... OPENAI_API_KEY=... python scripts/evaluate.py \\
+        --agent anthropic:claude-sonnet-4-5 --agent openai-cua:computer-use-preview \\
+        --agent expert --task all --episodes 20 --out runs/vendors --leaderboard
+    python scripts/evaluate.py --leaderboard runs   # merge every run under runs/
 """
 
 from __future__ import annotations
@@ -111,6 +115,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=Path,
         nargs="?",
         const=RUN_FOLDER,
+        metavar="DIR",
         help="DIR: merge every result folder under DIR into DIR/leaderboard.{html,md,json} "
         "(no DIR: --out); with --agent, after the run. FILE.md: append a row per agent to "
         "that markdown file instead",
@@ -118,6 +123,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--prices",
         type=Path,
+        metavar="FILE",
         help="JSON or YAML file: model -> {input, output[, cache_read, cache_write]} USD per "
         "million tokens, over the built-in table (uirl_agents/cost.py)",
     )
