@@ -339,6 +339,10 @@ class ComputerUsePolicy(abc.ABC):
     def begin_episode(self, env_index: int) -> None:
         self._conversations[env_index] = Conversation()
 
+    def model_image(self, screenshot: np.ndarray) -> np.ndarray:
+        """The screenshot as the model is shown it (resized to the display)."""
+        return self.scaler.image(screenshot)
+
     @abc.abstractmethod
     def _request(self, conv: Conversation, screenshot: np.ndarray) -> dict[str, Any]:
         """The next request body; ``screenshot`` is the current screen (model size)."""
@@ -382,7 +386,7 @@ class ComputerUsePolicy(abc.ABC):
         return steps
 
     def _next_turn(self, conv: Conversation, screenshot: np.ndarray) -> Turn:
-        body = self._request(conv, self.scaler.image(screenshot))
+        body = self._request(conv, self.model_image(screenshot))
         try:
             response = self._poster.post(self.url, body)
         except VendorApiError as exc:
