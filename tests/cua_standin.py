@@ -6,7 +6,7 @@ script a task's expert: each turn is the expert's next macro (planned from the e
 oracle) written as the vendor's tool calls, and the usage is estimated from the
 request by the vendors' published rules (:func:`anthropic_usage`, :func:`openai_usage`).
 
-``python tests/cua_standin.py`` runs both vendor agents on every task through the
+``python tests/cua_standin.py`` runs the vendor agents on every task through the
 stand-ins and prints tokens and cost per episode: what docs/evaluate.md quotes. An
 expert-paced agent makes the fewest requests a task allows, so real models cost more.
 """
@@ -173,6 +173,70 @@ def openai_action(action: Action) -> dict[str, Any]:
     raise ValueError(f"no computer_call action for {action}")
 
 
+GRID = ScreenScaler(1000, 1000)  # Gemini's normalised coordinates
+
+
+def gemini_calls(macro: list[Action]) -> list[dict[str, Any]]:
+    """A macro as Gemini function calls on the 1000x1000 grid (a click followed by a
+    ``type`` is one ``type_text_at``, as the model would write it)."""
+    calls: list[dict[str, Any]] = []
+    for action in macro:
+        point = list(GRID.to_model(action.x, action.y)) if action.x is not None else None
+        if action.type is ActionType.TYPE:
+            # Gemini types at a point: the macro's last click, whose field it clears
+            # first (what a select-all between them did).
+            clicks = [k for k, c in enumerate(calls) if c["name"] == "click_at"]
+            if not clicks:
+                raise ValueError(f"no type_text_at for {action}: no click before it")
+            args = calls[clicks[-1]]["args"]
+            del calls[clicks[-1] :]
+            calls.append({"name": "type_text_at", "args": {**args, "text": action.text,
+                          "press_enter": False, "clear_before_typing": True}})  # fmt: skip
+        elif action.type is ActionType.LEFT_CLICK:
+            calls.append({"name": "click_at", "args": {"x": point[0], "y": point[1]}})
+        elif action.type is ActionType.KEYS:
+            names = {"ctrl": "Control", "shift": "Shift", "alt": "Alt"}
+            keys = "+".join(names.get(k, k.upper()) for k in action.keys.split("+"))
+            calls.append({"name": "key_combination", "args": {"keys": keys}})
+        elif action.type is ActionType.SCROLL:
+            magnitude = round(action.scroll_amount * 100 / 800 * 1000)
+            calls.append({"name": "scroll_at", "args": {"x": point[0], "y": point[1],
+                          "direction": action.direction, "magnitude": magnitude}})  # fmt: skip
+        elif action.type is ActionType.DRAG:
+            end = GRID.to_model(action.end_x, action.end_y)
+            calls.append({"name": "drag_and_drop", "args": {"x": point[0], "y": point[1],
+                          "destination_x": end[0], "destination_y": end[1]}})  # fmt: skip
+        elif action.type is not ActionType.FINISH:
+            raise ValueError(f"no Gemini function for {action}")
+    return calls
+
+
+def gemini_usage(body: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str, int]:
+    """What generateContent would bill: the whole history each turn (258 tokens per
+    768-px tile of an image: 4 tiles for 1280x800)."""
+    images = json.dumps(body["contents"]).count('"inlineData"')
+    prompt = _text_tokens([body["systemInstruction"], body["contents"]]) + images * 258 * 4
+    return {"promptTokenCount": prompt, "candidatesTokenCount": _text_tokens(parts),
+            "totalTokenCount": prompt + _text_tokens(parts)}  # fmt: skip
+
+
+def expert_gemini(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """generateContent replies: the expert's macros as ``functionCall`` parts."""
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            calls = gemini_calls(expert_macro(envs))
+        except ValueError:  # an action Gemini has no function for (a double click): give up
+            calls = []
+        parts: list[dict[str, Any]] = [{"functionCall": c} for c in calls]
+        parts = parts or [{"text": "The task is done."}]
+        return {"candidates": [{"content": {"role": "model", "parts": parts},
+                                "finishReason": "STOP"}],
+                "usageMetadata": gemini_usage(body, parts)}  # fmt: skip
+
+    return reply
+
+
 def _text_tokens(value: Any) -> int:
     """Text tokens of a JSON value, images left out (chars / 4)."""
 
@@ -248,7 +312,7 @@ def expert_openai(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str
 
 
 def main() -> int:
-    """Both vendor agents, one episode per task, expert-paced: tokens and cost."""
+    """The vendor agents, one episode per task, expert-paced: tokens and cost."""
     import os
     import tempfile
     from pathlib import Path
@@ -261,16 +325,22 @@ def main() -> int:
     envs = SessionVectorEnv(1)
     anthropic = StandIn("/v1/messages", expert_anthropic(envs))
     openai = StandIn("/v1/responses", expert_openai(envs))
+    gemini_model = "gemini-2.5-computer-use-preview-10-2025"
+    gemini = StandIn(f"/v1beta/models/{gemini_model}:generateContent", expert_gemini(envs))
     rows = []
     try:
-        with serving(anthropic, openai), tempfile.TemporaryDirectory() as out:
+        with serving(anthropic, openai, gemini), tempfile.TemporaryDirectory() as out:
             os.environ |= {
                 "ANTHROPIC_API_KEY": "stand-in",
                 "ANTHROPIC_BASE_URL": anthropic.url,
                 "OPENAI_API_KEY": "stand-in",
                 "OPENAI_BASE_URL": openai.url + "/v1",
+                "GEMINI_API_KEY": "stand-in",
+                "GEMINI_BASE_URL": gemini.url,
             }
-            for agent in ("anthropic:claude-sonnet-4-5", "openai-cua:computer-use-preview"):
+            agents = ("anthropic:claude-sonnet-4-5", "openai-cua:computer-use-preview",
+                      f"gemini-cua:{gemini_model}")  # fmt: skip
+            for agent in agents:
                 result = run_agent(
                     parse_agent(agent), envs, specs, Path(out), max_steps=60, seed=0,
                     settings={},

@@ -26,6 +26,7 @@ from cua_standin import (
     StandIn,
     anthropic_input,
     expert_macro,
+    gemini_calls,
     openai_action,
     serving,
 )
@@ -287,6 +288,84 @@ def test_openai_cua_agent_solves_an_episode_against_the_stand_in(
     assert_key_never_written(tmp_path, caplog.text)
 
 
+# Gemini
+
+
+GEMINI_MODEL = "gemini-2.5-computer-use-preview-10-2025"
+GEMINI_USAGE = {"promptTokenCount": 2000, "cachedContentTokenCount": 0,
+                "candidatesTokenCount": 30, "thoughtsTokenCount": 20}  # fmt: skip
+CONFIRM = {"decision": "require_confirmation", "explanation": "Submitting a form."}
+
+
+def gemini_script(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Turn 0: ``navigate`` (leaves the app: invalid); then the expert's macros, the
+    first call of turn 1 asking for confirmation."""
+    turns = iter(range(1000))
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        n = next(turns)
+        if n == 0:
+            calls = [{"name": "navigate", "args": {"url": "https://example.com"}}]
+        else:
+            calls = gemini_calls(expert_macro(envs))
+            if n == 1 and calls:
+                calls[0]["args"]["safety_decision"] = CONFIRM
+        parts = [{"functionCall": c} for c in calls] or [{"text": "Done."}]
+        return {"candidates": [{"content": {"role": "model", "parts": parts},
+                                "finishReason": "STOP"}], "usageMetadata": GEMINI_USAGE}  # fmt: skip
+
+    return reply
+
+
+def test_gemini_agent_solves_an_episode_against_the_stand_in(
+    envs: SessionVectorEnv,
+    serve: Callable[[StandIn], str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    stand_in = StandIn(f"/v1beta/models/{GEMINI_MODEL}:generateContent", gemini_script(envs))
+    stand_in.failures = {1: [(503, {"retry-after": "0.2"})]}
+    monkeypatch.delenv("GOOGLE_API_KEY", raising=False)
+    monkeypatch.setenv("GEMINI_API_KEY", SECRET)
+    monkeypatch.setenv("GEMINI_BASE_URL", serve(stand_in))
+
+    result, (episode,) = run_vendor_agent(f"gemini-cua:{GEMINI_MODEL}", envs, tmp_path)
+
+    assert episode.success, [(s.action, s.error) for s in episode.steps]
+    assert episode.steps[0].action is None and "navigate" in episode.steps[0].error
+    bodies = stand_in.bodies
+    assert {h["x-goog-api-key"] for h in stand_in.headers} == {SECRET}
+    tool = {"computerUse": {"environment": "ENVIRONMENT_BROWSER",
+            "excludedPredefinedFunctions": ["navigate", "search", "go_back", "go_forward"]}}  # fmt: skip
+    assert all(b["tools"] == [tool] for b in bodies)
+    text, image = bodies[0]["contents"][0]["parts"]
+    assert text == {"text": episode.instruction}
+    assert decode_png(image["inlineData"]["data"]).shape == (800, 1280, 3)  # the grid is 0-999
+    for k, body in enumerate(bodies[1:], 1):
+        model, user = body["contents"][-2], body["contents"][-1]
+        assert model == stand_in.replies[k - 1]["candidates"][0]["content"]
+        calls = [p["functionCall"]["name"] for p in model["parts"]]
+        responses = [p["functionResponse"] for p in user["parts"]]
+        assert [r["name"] for r in responses] == calls
+        last = responses[-1]["parts"][-1]["inlineData"]
+        assert decode_png(last["data"]).shape == (800, 1280, 3)
+        assert json.dumps(body).count('"inlineData"') <= 3
+    first = [p["functionResponse"] for p in bodies[1]["contents"][-1]["parts"]]
+    assert "navigate" in first[0]["response"]["error"]
+    confirmed = [p["functionResponse"] for p in bodies[2]["contents"][-1]["parts"]]
+    assert confirmed[0]["response"]["safety_acknowledgement"] == "true"
+    assert stand_in.attempts[2] - stand_in.attempts[1] >= 0.2  # the 503's retry-after
+    turns = len(bodies)
+    assert result["tokens"]["output_tokens"] == 50 * turns  # thoughts are billed as output
+    price = DEFAULT_PRICES["gemini-2.5-computer-use-preview"]
+    assert result["cost_usd"] == pytest.approx(
+        turns * (2000 * price.input + 50 * price.output) / 1e6
+    )
+    assert_key_never_written(tmp_path, caplog.text)
+
+
 # The parts, without sessions
 
 
@@ -361,8 +440,11 @@ def test_agent_specs() -> None:
     )
     spec = parse_agent("openai-cua:computer-use-preview,safety_checks=refuse")
     assert dict(spec.options) == {"safety_checks": "refuse"}
+    spec = parse_agent("gemini-cua:gemini-2.5-computer-use-preview-10-2025")
+    assert spec.label == "gemini-cua:gemini-2.5-computer-use-preview-10-2025"
     for bad in ("anthropic:m,display=big", "openai-cua:m,safety_checks=maybe",
-                "anthropic:m,format=ui-tars", "openai-cua:m,max_tokens=5"):  # fmt: skip
+                "anthropic:m,format=ui-tars", "openai-cua:m,max_tokens=5",
+                "gemini-cua:m,display=1024x640"):  # fmt: skip
         with pytest.raises(AgentSpecError, match="agent"):
             parse_agent(bad)
 

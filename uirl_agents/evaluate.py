@@ -42,13 +42,15 @@ EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 AGENT_SYNTAX = (
     "random | expert | hf:PATH[,lora=PATH][,format=NAME][,load_in_8bit=1|load_in_4bit=1] "
     "| openai:MODEL@URL[,format=NAME] | anthropic:MODEL[,display=WxH][,max_tokens=N] "
-    "| openai-cua:MODEL[,display=WxH][,safety_checks=acknowledge|refuse]"
+    "| openai-cua:MODEL[,display=WxH][,safety_checks=acknowledge|refuse] "
+    "| gemini-cua:MODEL[,safety_checks=acknowledge|refuse]"
 )
 # Vendor computer-use agents (their own protocols; keys from the environment).
-CUA_KINDS = ("anthropic", "openai-cua")
+CUA_KINDS = ("anthropic", "openai-cua", "gemini-cua")
 _CUA_OPTIONS = {
     "anthropic": ("display", "max_tokens"),
     "openai-cua": ("display", "safety_checks"),
+    "gemini-cua": ("safety_checks",),  # its coordinates are a 1000x1000 grid: no display
 }
 # Options of `--agent hf:...` that load the language model quantized (bitsandbytes).
 _QUANT_OPTIONS = ("load_in_8bit", "load_in_4bit")
@@ -69,7 +71,7 @@ class AgentSpec:
 
     Attributes:
         kind: ``random``, ``expert``, ``hf``, ``openai``, or a vendor computer-use
-            agent (:data:`CUA_KINDS`: ``anthropic``, ``openai-cua``).
+            agent (:data:`CUA_KINDS`: ``anthropic``, ``openai-cua``, ``gemini-cua``).
         target: the checkpoint path (hf; ``tiny`` builds the tiny test Qwen2.5-VL,
             ``tiny-FAMILY`` the tiny model of another family, e.g. ``tiny-llava``; write
             ``./tiny-x`` for a folder of that name) or the model name (openai).
@@ -194,6 +196,14 @@ def _build_cua_policy(spec: AgentSpec) -> Policy:
         max_tokens = spec.max_tokens if spec.max_tokens != AgentSpec.max_tokens else 1024
         return AnthropicPolicy(
             AnthropicPolicyConfig(model=spec.target, display=display, max_tokens=max_tokens)
+        )
+    if spec.kind == "gemini-cua":
+        from uirl_agents.policies.gemini_cua import GeminiCUAPolicy, GeminiCUAPolicyConfig
+
+        return GeminiCUAPolicy(
+            GeminiCUAPolicyConfig(
+                model=spec.target, safety_checks=options.get("safety_checks", "acknowledge")
+            )
         )
     from uirl_agents.policies.openai_cua import OpenAICUAPolicy, OpenAICUAPolicyConfig
 

@@ -427,7 +427,7 @@ class ComputerUsePolicy(abc.ABC):
         conv.playing = index
         if first_of_call:
             text = "\n".join(t for t in (text, json.dumps(call.raw)) if t)
-            extra |= call.extra
+            extra |= {k: v for k, v in call.extra.items() if k != "id"}
         if action is not None and action.x is not None and action.y is not None:
             conv.pointer = (
                 (action.end_x, action.end_y) if action.end_x is not None else (action.x, action.y)
