@@ -46,6 +46,7 @@ AGENT_SYNTAX = (
     "| gemini-cua:MODEL[,safety_checks=acknowledge|refuse]"
 )
 # Vendor computer-use agents (their own protocols; keys from the environment).
+ANTHROPIC_MAX_TOKENS = 1024
 CUA_KINDS = ("anthropic", "openai-cua", "gemini-cua")
 _CUA_OPTIONS = {
     "anthropic": ("display", "max_tokens"),
@@ -154,7 +155,8 @@ def _parse_cua_agent(text: str, kind: str, rest: str) -> AgentSpec:
     model, *extras = rest.split(",")
     allowed = _CUA_OPTIONS[kind]
     options: dict[str, str] = {}
-    max_tokens = AgentSpec.max_tokens
+    # Claude writes text and several tool calls a turn: 256 tokens would cut turns short.
+    max_tokens = ANTHROPIC_MAX_TOKENS if kind == "anthropic" else AgentSpec.max_tokens
     for extra in extras:
         key, eq, value = extra.partition("=")
         if not eq or key not in allowed:
@@ -193,9 +195,8 @@ def _build_cua_policy(spec: AgentSpec) -> Policy:
     if spec.kind == "anthropic":
         from uirl_agents.policies.anthropic import AnthropicPolicy, AnthropicPolicyConfig
 
-        max_tokens = spec.max_tokens if spec.max_tokens != AgentSpec.max_tokens else 1024
         return AnthropicPolicy(
-            AnthropicPolicyConfig(model=spec.target, display=display, max_tokens=max_tokens)
+            AnthropicPolicyConfig(model=spec.target, display=display, max_tokens=spec.max_tokens)
         )
     if spec.kind == "gemini-cua":
         from uirl_agents.policies.gemini_cua import GeminiCUAPolicy, GeminiCUAPolicyConfig
