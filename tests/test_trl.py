@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import pytest
 import yaml
+from processes import running
 
 torch = pytest.importorskip("torch")
 trl = pytest.importorskip("trl")
@@ -53,15 +54,6 @@ CALLS = [{"name": "scroll", "arguments": {"x": 40, "y": 30, "direction": "sidewa
 # Qwen2.5-VL tokenizer was not trained on tool-call JSON: more tokens to learn).
 COLD_START_STEPS = {"qwen3-vl": 150, "qwen2.5-vl": 300}
 ENV_OPTIONS = {"max_steps": 3, "screenshot_size": (320, 200), "task_options": {"num_rows": 1}}
-
-
-def alive(pid: int) -> bool:
-    """A running process (a zombie waiting for its parent's wait() is not running)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def session_pids(env: UirlEnvironment) -> list[int]:
@@ -167,10 +159,10 @@ def test_grpo_trainer_trains_on_every_screenshot_with_the_envs_reward(taught_mod
     assert len(changed) > len(before) / 2, f"{len(changed)} of {len(before)} tensors changed"
 
     # Deleting the trainer closes every session: no server or browser left.
-    assert pids and any(alive(p) for p in pids)
+    assert pids and any(running(p) for p in pids)
     del trainer
     gc.collect()
-    assert not [p for p in pids if alive(p)]
+    assert not [p for p in pids if running(p)]
 
 
 @pytest.fixture(scope="module")
@@ -369,12 +361,12 @@ def test_ctrl_c_leaves_no_browser_behind() -> None:
     )
     try:
         pids = json.loads(process.stdout.readline())
-        assert len(pids) >= 4 and all(alive(p) for p in pids)  # 2 servers, their browsers
+        assert len(pids) >= 4 and all(running(p) for p in pids)  # 2 servers, their browsers
         process.send_signal(signal.SIGINT)
         process.wait(timeout=60)
     finally:
         process.kill()
-    assert not [p for p in pids if alive(p)]
+    assert not [p for p in pids if running(p)]
 
 
 def test_tool_template_renders_tool_free_chats_as_the_stock_one(tmp_path: Path) -> None:
