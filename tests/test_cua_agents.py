@@ -181,6 +181,8 @@ def test_anthropic_agent_solves_an_episode_against_the_stand_in(
     assert result["cost_per_success_usd"] == pytest.approx(expected)
     table = (tmp_path / "results.md").read_text()
     assert f"${expected:.4f}" in table
+    replay = (tmp_path / "anthropic_claude-sonnet-4-5" / "index.html").read_text()
+    assert replay.count("tokens in 2,000 / out 60") == turns  # on each turn's first step
     assert_key_never_written(tmp_path, caplog.text)
 
 
