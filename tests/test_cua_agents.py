@@ -440,6 +440,7 @@ def test_agent_specs() -> None:
         dict(spec.options) == {"display": "1280x800"}
         and spec.label == spec.kind + ":" + spec.target
     )
+    assert dict(parse_agent("anthropic:m,prompt_caching=1").options) == {"prompt_caching": "1"}
     spec = parse_agent("openai-cua:computer-use-preview,safety_checks=refuse")
     assert dict(spec.options) == {"safety_checks": "refuse"}
     spec = parse_agent("gemini-cua:gemini-2.5-computer-use-preview-10-2025")
@@ -487,6 +488,31 @@ def test_api_errors_end_the_episode_or_the_run_without_the_key(
         policy.act([_observation()], [0])
     assert SECRET not in str(caught.value) and caught.value.status_code == 401
     assert len(stand_in.attempts) == 3
+
+
+def test_prompt_caching_marks_the_latest_turn_and_drops_screenshots_in_chunks(
+    serve: Callable[[StandIn], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uirl_agents.policies.anthropic import AnthropicPolicy, AnthropicPolicyConfig
+
+    def reply(body: dict[str, Any]) -> dict[str, Any]:
+        use = {"type": "tool_use", "id": f"t{len(body['messages'])}", "name": "computer",
+               "input": {"action": "screenshot"}}  # fmt: skip
+        return {"content": [use], "stop_reason": "tool_use", "usage": ANTHROPIC_USAGE}
+
+    stand_in = StandIn("/v1/messages", reply)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", serve(stand_in))
+    config = AnthropicPolicyConfig(prompt_caching=True, max_images=2)
+    with AnthropicPolicy(config) as policy:
+        for _ in range(6):
+            policy.act([_observation()], [0])
+    images = [json.dumps(b).count('"type": "image"') for b in stand_in.bodies]
+    assert images == [1, 2, 3, 2, 3, 2]  # dropped to 2 when 4 would go
+    for body in stand_in.bodies:
+        marked = [(m, b) for m in body["messages"] for b in m["content"] if "cache_control" in b]
+        assert len(marked) == 1 and marked[0][0] is body["messages"][-1]
+        assert marked[0][1] is body["messages"][-1]["content"][-1]
 
 
 def test_refused_safety_check_ends_the_episode(

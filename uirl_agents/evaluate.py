@@ -41,7 +41,7 @@ EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 
 AGENT_SYNTAX = (
     "random | expert | hf:PATH[,lora=PATH][,format=NAME][,load_in_8bit=1|load_in_4bit=1] "
-    "| openai:MODEL@URL[,format=NAME] | anthropic:MODEL[,display=WxH][,max_tokens=N] "
+    "| openai:MODEL@URL[,format=NAME] | anthropic:MODEL[,display=WxH][,max_tokens=N][,prompt_caching=1] "
     "| openai-cua:MODEL[,display=WxH][,safety_checks=acknowledge|refuse] "
     "| gemini-cua:MODEL[,safety_checks=acknowledge|refuse]"
 )
@@ -49,7 +49,7 @@ AGENT_SYNTAX = (
 ANTHROPIC_MAX_TOKENS = 1024
 CUA_KINDS = ("anthropic", "openai-cua", "gemini-cua")
 _CUA_OPTIONS = {
-    "anthropic": ("display", "max_tokens"),
+    "anthropic": ("display", "max_tokens", "prompt_caching"),
     "openai-cua": ("display", "safety_checks"),
     "gemini-cua": ("safety_checks",),  # its coordinates are a 1000x1000 grid: no display
 }
@@ -171,6 +171,8 @@ def _parse_cua_agent(text: str, kind: str, rest: str) -> AgentSpec:
                 raise AgentSpecError(f"--agent {text!r}: max_tokens must be a positive integer")
             max_tokens = int(value)
             continue
+        if key == "prompt_caching" and value not in ("0", "1"):
+            raise AgentSpecError(f"--agent {text!r}: prompt_caching takes 0 or 1")
         if key == "safety_checks" and value not in ("acknowledge", "refuse"):
             raise AgentSpecError(f"--agent {text!r}: safety_checks is acknowledge or refuse")
         options[key] = value
@@ -196,7 +198,12 @@ def _build_cua_policy(spec: AgentSpec) -> Policy:
         from uirl_agents.policies.anthropic import AnthropicPolicy, AnthropicPolicyConfig
 
         return AnthropicPolicy(
-            AnthropicPolicyConfig(model=spec.target, display=display, max_tokens=spec.max_tokens)
+            AnthropicPolicyConfig(
+                model=spec.target,
+                display=display,
+                max_tokens=spec.max_tokens,
+                prompt_caching=options.get("prompt_caching") == "1",
+            )
         )
     if spec.kind == "gemini-cua":
         from uirl_agents.policies.gemini_cua import GeminiCUAPolicy, GeminiCUAPolicyConfig

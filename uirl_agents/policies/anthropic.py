@@ -143,6 +143,12 @@ class AnthropicPolicyConfig:
     """The display the model sees; None: the screen fitted into XGA (1024x640)."""
     max_images: int = 3
     """Screenshots kept in the conversation (the latest ones)."""
+    prompt_caching: bool = False
+    """Mark the latest user turn ``cache_control: ephemeral``, so each request reads the
+    conversation so far from Anthropic's prompt cache (0.1x the input price) and writes
+    the new turn (1.25x). Screenshots are then dropped in chunks of ``max_images``
+    (keeping ``max_images`` to ``2 * max_images - 1``): the cached prefix changes only
+    when a chunk goes, not every turn."""
     screenshot_every_call: bool = False
     """Attach the screenshot after each call to its result, not only the turn's last."""
     system_prompt: str = SYSTEM_PROMPT
@@ -225,7 +231,12 @@ class AnthropicPolicy(ComputerUsePolicy):
                     result["is_error"] = True
                 results.append(result)
             messages.append({"role": "user", "content": results})
-        _prune_images(messages, c.max_images)
+        if c.prompt_caching:
+            if _count_images(messages) >= 2 * c.max_images:
+                _prune_images(messages, c.max_images)
+            _mark_cache_breakpoint(messages)
+        else:
+            _prune_images(messages, c.max_images)
         body = {
             "model": c.model,
             "max_tokens": c.max_tokens,
@@ -371,6 +382,16 @@ def _blocks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
 
 def _count_images(messages: list[dict[str, Any]]) -> int:
     return sum(b.get("type") == "image" for content in _blocks(messages) for b in content)
+
+
+def _mark_cache_breakpoint(messages: list[dict[str, Any]]) -> None:
+    """``cache_control`` on the last block of the latest user turn only (the API takes
+    at most 4 breakpoints; one that moves forward reads everything before it)."""
+    for message in messages:
+        if message["role"] == "user" and isinstance(message["content"], list):
+            for block in message["content"]:
+                block.pop("cache_control", None)
+    messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
 
 
 def _prune_images(messages: list[dict[str, Any]], keep: int) -> None:
