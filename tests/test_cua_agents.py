@@ -482,12 +482,17 @@ def test_api_errors_end_the_episode_or_the_run_without_the_key(
     with _openai_policy() as policy:
         (step,) = policy.act([_observation()], [0])
     assert step.action.type is ActionType.FINISH and "HTTP 400" in step.error
+    # A reply off the documented shape: the same.
+    stand_in.reply = lambda body: {"id": "r", "output": "not a list of items"}
+    with _openai_policy() as policy:
+        (step,) = policy.act([_observation()], [0])
+    assert step.action.type is ActionType.FINISH and step.error.startswith("MalformedResponse")
     # Backoff without retry-after, then a 401: fatal, and the key is not in the message.
-    stand_in.failures = {0: [(503, {}), (401, {})]}
+    stand_in.failures = {len(stand_in.bodies): [(503, {}), (401, {})]}
     with _openai_policy() as policy, pytest.raises(VendorApiError, match="HTTP 401") as caught:
         policy.act([_observation()], [0])
     assert SECRET not in str(caught.value) and caught.value.status_code == 401
-    assert len(stand_in.attempts) == 3
+    assert len(stand_in.attempts) == 4
 
 
 def test_prompt_caching_marks_the_latest_turn_and_drops_screenshots_in_chunks(

@@ -221,7 +221,12 @@ class JsonPoster:
                 status, detail = None, type(exc).__name__
             else:
                 if response.status_code == 200:
-                    return response.json()
+                    try:
+                        return response.json()
+                    except ValueError:  # a proxy's HTML page, a cut body: not retried
+                        raise VendorApiError(
+                            url, 200, f"not JSON: {response.text[:200]}", attempt + 1
+                        ) from None
                 status, detail = response.status_code, response.text
                 if status not in RETRY_STATUS_CODES:
                     raise VendorApiError(url, status, detail, attempt + 1)
@@ -397,16 +402,26 @@ class ComputerUsePolicy(abc.ABC):
             # A 400/413/422: this conversation cannot go on (too long, refused); the
             # episode ends here, the run goes on.
             logger.warning("%s: the episode ends: %s", self.name, exc)
-            turn = Turn(calls=[], stop=f"VendorApiError: HTTP {exc.status_code}: {exc.body[:300]}")
-            conv.turn = turn
-            return turn
-        turn = self._parse(conv, response)
+            return self._end(conv, f"VendorApiError: HTTP {exc.status_code}: {exc.body[:300]}")
+        try:
+            turn = self._parse(conv, response)
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            # A response off the documented shape: this episode ends, the run goes on.
+            logger.warning("%s: malformed response, the episode ends: %r", self.name, exc)
+            return self._end(conv, f"MalformedResponse: {type(exc).__name__}: {exc}")
         conv.turn = turn
         conv.playing = None
         for index, call in enumerate(turn.calls):
             for action in call.actions or [None]:
                 conv.queue.append((index, action))
         return turn
+
+    @staticmethod
+    def _end(conv: Conversation, error: str) -> Turn:
+        """A turn that ends the episode with ``error`` (a ``finish`` step that says why)."""
+        conv.turn = Turn(calls=[], stop=error)
+        conv.queue.clear()
+        return conv.turn
 
     def _pop(self, conv: Conversation, turn: Turn | None) -> PolicyStep:
         """The step for the conversation's next queued action (``turn``: just received)."""
@@ -417,7 +432,8 @@ class ComputerUsePolicy(abc.ABC):
             text = turn.text
             if not conv.queue:  # no call: the model is done (or cannot go on)
                 conv.playing = None
-                error = turn.stop if (turn.stop or "").startswith("VendorApiError") else None
+                failed = (turn.stop or "").startswith(("VendorApiError", "MalformedResponse"))
+                error = turn.stop if failed else None
                 extra["stop"] = turn.stop
                 return PolicyStep(Action(ActionType.FINISH), error=error, text=text, extra=extra)
         assert conv.turn is not None
