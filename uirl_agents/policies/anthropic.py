@@ -36,7 +36,6 @@ shown at 1024x640 (:meth:`ScreenScaler.fit`), the display size the tool declares
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +52,7 @@ from uirl_agents.policies.cua import (
     TransportConfig,
     Turn,
     png_base64,
+    vendor_credentials,
 )
 from uirl_gym.actions import MAX_SCROLL_AMOUNT, MAX_TEXT_LENGTH, Action, ActionType, parse_keys
 
@@ -180,11 +180,8 @@ class AnthropicPolicy(ComputerUsePolicy):
 
     def __init__(self, config: AnthropicPolicyConfig | None = None) -> None:
         self.config = c = config or AnthropicPolicyConfig()
-        key = os.environ.get(API_KEY_ENV)
-        if not key:
-            raise ValueError(f"{API_KEY_ENV} is not set: export your Anthropic API key there")
-        base = os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-        self.url = base.rstrip("/") + "/v1/messages"
+        key, base = vendor_credentials((API_KEY_ENV,), BASE_URL_ENV, DEFAULT_BASE_URL, "Anthropic")
+        self.url = base + "/v1/messages"
         self.name = f"anthropic:{c.model}"
         headers = {
             "x-api-key": key,

@@ -25,6 +25,7 @@ import base64
 import io
 import json
 import logging
+import os
 import random
 import threading
 import time
@@ -146,6 +147,22 @@ class ScreenScaler:
             (self.width, self.height), Image.Resampling.BOX
         )
         return np.asarray(resized)
+
+
+def vendor_credentials(
+    key_envs: Sequence[str], base_url_env: str, default_base_url: str, vendor: str
+) -> tuple[str, str]:
+    """The API key (from the first of ``key_envs`` that is set; never from a file or a
+    flag, so that it cannot end up in results) and the base URL (``base_url_env``, e.g.
+    a stand-in's, or the vendor's).
+
+    Raises:
+        ValueError: none of ``key_envs`` is set.
+    """
+    key = next((os.environ[k] for k in key_envs if os.environ.get(k)), None)
+    if not key:
+        raise ValueError(f"{key_envs[0]} is not set: export your {vendor} API key there")
+    return key, (os.environ.get(base_url_env) or default_base_url).rstrip("/")
 
 
 def png_base64(image: np.ndarray) -> str:

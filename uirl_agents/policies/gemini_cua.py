@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +57,7 @@ from uirl_agents.policies.cua import (
     TransportConfig,
     Turn,
     png_base64,
+    vendor_credentials,
 )
 from uirl_gym.actions import (
     MAX_SCROLL_AMOUNT,
@@ -127,11 +127,8 @@ class GeminiCUAPolicy(ComputerUsePolicy):
 
     def __init__(self, config: GeminiCUAPolicyConfig | None = None) -> None:
         self.config = c = config or GeminiCUAPolicyConfig()
-        key = next((os.environ[k] for k in API_KEY_ENVS if os.environ.get(k)), None)
-        if not key:
-            raise ValueError("GEMINI_API_KEY is not set: export your Gemini API key there")
-        base = os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-        self.url = f"{base.rstrip('/')}/v1beta/models/{c.model}:generateContent"
+        key, base = vendor_credentials(API_KEY_ENVS, BASE_URL_ENV, DEFAULT_BASE_URL, "Gemini")
+        self.url = f"{base}/v1beta/models/{c.model}:generateContent"
         self.name = f"gemini-cua:{c.model}"
         headers = {"x-goog-api-key": key, "Content-Type": "application/json"}
         super().__init__(ScreenScaler(GRID, GRID), JsonPoster(headers, c.transport), c.transport)

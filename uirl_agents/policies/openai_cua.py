@@ -37,7 +37,6 @@ at 1024x640 by default (:meth:`ScreenScaler.fit`), the size the tool declares.
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +53,7 @@ from uirl_agents.policies.cua import (
     TransportConfig,
     Turn,
     png_base64,
+    vendor_credentials,
 )
 from uirl_gym.actions import MAX_SCROLL_AMOUNT, SCROLL_NOTCH_PX, Action, ActionType, parse_keys
 
@@ -118,11 +118,8 @@ class OpenAICUAPolicy(ComputerUsePolicy):
 
     def __init__(self, config: OpenAICUAPolicyConfig | None = None) -> None:
         self.config = c = config or OpenAICUAPolicyConfig()
-        key = os.environ.get(API_KEY_ENV)
-        if not key:
-            raise ValueError(f"{API_KEY_ENV} is not set: export your OpenAI API key there")
-        base = os.environ.get(BASE_URL_ENV) or DEFAULT_BASE_URL
-        self.url = base.rstrip("/") + "/responses"
+        key, base = vendor_credentials((API_KEY_ENV,), BASE_URL_ENV, DEFAULT_BASE_URL, "OpenAI")
+        self.url = base + "/responses"
         self.name = f"openai-cua:{c.model}"
         headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
         scaler = ScreenScaler(*c.display) if c.display else ScreenScaler.fit(*DISPLAY)
