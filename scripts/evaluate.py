@@ -11,6 +11,10 @@ replay, ``index.html``. ``--resume`` continues an interrupted run.
         --episodes 6 --num-envs 2 --rows 1-2 --out runs/eval
     python scripts/evaluate.py --agent openai:ui-tars@http://127.0.0.1:8000/v1 --episodes 50
     python scripts/evaluate.py --agent expert --agent random --task all --episodes 10
+    ANTHROPIC_API_KEY=... OPENAI_API_KEY=... python scripts/evaluate.py \\
+        --agent anthropic:claude-sonnet-4-5 --agent openai-cua:computer-use-preview \\
+        --agent expert --task all --episodes 20 --out runs/vendors --leaderboard
+    python scripts/evaluate.py --leaderboard runs   # merge every run under runs/
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from uirl_agents.cost import load_prices
 from uirl_agents.evaluate import (
     AGENT_SYNTAX,
     AgentResult,
@@ -38,9 +43,13 @@ from uirl_agents.evaluate import (
     run_agent,
     write_reports,
 )
+from uirl_agents.leaderboard import write_leaderboard
 from uirl_agents.rollout import EpisodeSpec
 from uirl_gym.tasks import SPLITS, expand_tasks
 from uirl_gym.vector import SessionVectorEnv
+
+# --leaderboard with no value: the run's own --out folder.
+RUN_FOLDER = Path("\0out")
 
 
 def parse_rows(text: str) -> tuple[int, int]:
@@ -66,7 +75,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    p.add_argument("--agent", action="append", required=True, help=f"repeatable: {AGENT_SYNTAX}")
+    p.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        help=f"repeatable: {AGENT_SYNTAX} (none: only --leaderboard)",
+    )
     p.add_argument(
         "--task",
         type=parse_tasks,
@@ -93,7 +107,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max-steps", type=int, default=60, help="steps before an episode is cut")
     p.add_argument("--out", type=Path, default=Path("runs/eval"))
-    p.add_argument("--leaderboard", type=Path, help="append a row per agent to this markdown file")
+    p.add_argument(
+        "--leaderboard",
+        type=Path,
+        nargs="?",
+        const=RUN_FOLDER,
+        metavar="DIR",
+        help="DIR: merge every result folder under DIR into DIR/leaderboard.{html,md,json} "
+        "(no DIR: --out); with --agent, after the run. FILE.md: append a row per agent to "
+        "that markdown file instead",
+    )
+    p.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help="JSON or YAML file: model -> {input, output[, cache_read, cache_write]} USD per "
+        "million tokens, over the built-in table (uirl_agents/cost.py)",
+    )
     again = p.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
@@ -104,10 +134,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--overwrite", action="store_true", help="start afresh over a run already in --out"
     )
     args = p.parse_args(argv)
+    if not args.agent and args.leaderboard is None:
+        p.error("expected --agent (one or more), or --leaderboard DIR to merge earlier runs")
     try:
         args.agents = [parse_agent(a) for a in args.agent]
     except AgentSpecError as exc:
         p.error(str(exc))
+    try:
+        args.price_table = load_prices(args.prices) if args.prices else None
+    except (OSError, ValueError) as exc:
+        p.error(f"--prices: {exc}")
     if args.episodes < 1 or args.num_envs < 1:
         p.error("--episodes and --num-envs must be >= 1")
     return args
@@ -139,6 +175,7 @@ def run_agents(
                     seed=args.seed,
                     settings=settings,
                     resume=args.resume,
+                    prices=args.price_table,
                 )
             )
             # After every agent, so that an interrupted run keeps what it finished.
@@ -149,6 +186,8 @@ def run_agents(
 
 
 def evaluate(args: argparse.Namespace) -> int:
+    if not args.agents:
+        return leaderboard(args)
     specs = []
     for task in args.task:
         rng = random.Random(args.seed)  # the same rows whatever the other tasks
@@ -173,7 +212,8 @@ def evaluate(args: argparse.Namespace) -> int:
     except RunMismatchError as exc:
         print(f"evaluate.py: error: {exc}", file=sys.stderr)
         return 2
-    if args.leaderboard:
+    legacy = args.leaderboard is not None and args.leaderboard.suffix == ".md"
+    if legacy:
         append_leaderboard(args.leaderboard, results, settings)
     print(markdown_table(results))
     print("\nwrote:")
@@ -182,6 +222,21 @@ def evaluate(args: argparse.Namespace) -> int:
     for label in labels:
         run_dir = agent_run_dir(args.out, label)
         print(f"  {run_dir / 'summary.json'}\n  {run_dir / 'index.html'} (replay)")
+    return 0 if legacy or args.leaderboard is None else leaderboard(args)
+
+
+def leaderboard(args: argparse.Namespace) -> int:
+    """Merge the result folders under --leaderboard (or --out) into one leaderboard."""
+    root = args.out if args.leaderboard == RUN_FOLDER else args.leaderboard
+    try:
+        written = write_leaderboard(root)
+    except FileNotFoundError as exc:
+        print(f"evaluate.py: error: {exc}", file=sys.stderr)
+        return 2
+    print(written[0].read_text(encoding="utf-8"))
+    print("leaderboard:")
+    for path in written:
+        print(f"  {path}")
     return 0
 
 

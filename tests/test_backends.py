@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import requests
+from processes import running
 from test_server import FIELDS, centre, copy_paste_row, reset_raw
 
 from uirl_gym.actions import Action, ActionType
@@ -85,18 +86,10 @@ def test_chromium_exits_with_its_server_even_on_sigkill(runtime: LocalRuntime) -
     deadline = time.monotonic() + 20
     alive = browsers
     while alive and time.monotonic() < deadline:
-        alive = [p for p in alive if _running(p)]
+        alive = [p for p in alive if running(p)]
         time.sleep(0.1)
     runtime.release(info, healthy=False)
     assert alive == []
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")

@@ -21,6 +21,8 @@ from uirl_agents.policies.hf import (  # noqa: E402
     completion_logprobs,
     encode_prompts,
     format_config_from_processor,
+    selective_log_softmax,
+    softmax_entropy,
 )
 from uirl_agents.tiny_model import main as tiny_model_main  # noqa: E402
 from uirl_gym.actions import Action  # noqa: E402
@@ -174,6 +176,36 @@ def test_completion_logprobs_batches_and_backpropagates(model_and_processor) -> 
     model.zero_grad(set_to_none=True)
     with pytest.raises(ValueError, match="one messages/images/completion_ids entry per sample"):
         completion_logprobs(model, processor, *args, completions[:1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_selective_log_softmax_equals_the_full_log_softmax(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunked log-softmax (values, gradients, entropy) equals the float32 copy of the
+    whole vocabulary it replaces, within 1e-5, over several chunks."""
+    import uirl_agents.policies.hf as hf
+
+    monkeypatch.setattr(hf, "LOG_SOFTMAX_CHUNK_BYTES", 4 * 1000 * 3)  # 3 rows a chunk
+    generator = torch.Generator().manual_seed(0)
+    base = (torch.randn(2, 5, 1000, generator=generator) * 4).to(dtype)
+    index = torch.randint(0, 1000, (2, 5), generator=generator)
+    weights = torch.randn(2, 5, generator=generator)
+    results = []
+    for chunked in (False, True):
+        logits = base.clone().requires_grad_(True)
+        if chunked:
+            logprobs = selective_log_softmax(logits, index, 0.7)
+            entropy = softmax_entropy(logits, 0.7)
+        else:  # what completion_logprobs computed before
+            full = torch.log_softmax(logits.float() / 0.7, dim=-1)
+            logprobs = full.gather(-1, index.unsqueeze(-1)).squeeze(-1)
+            entropy = -(full.exp() * full).sum(-1).detach()
+        (logprobs * weights).sum().backward()
+        results.append((logprobs.detach(), entropy, logits.grad.float()))
+    for new, old in zip(results[1], results[0], strict=True):
+        assert new.dtype == old.dtype
+        torch.testing.assert_close(new, old, rtol=0, atol=1e-5)
 
 
 def test_format_sized_unlike_the_processor_is_rejected(model_and_processor) -> None:

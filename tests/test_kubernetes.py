@@ -541,6 +541,23 @@ def test_env_on_the_runtime_direct_route_and_pool_cap(standin: PodStandIn) -> No
     assert_all_gone(standin)
 
 
+def test_trl_environment_on_the_kubernetes_runtime(standin: PodStandIn) -> None:
+    """TRL's environment class (uirl_agents/integrations/trl.py) on a shared runtime."""
+    from uirl_agents.integrations.trl import make_environment
+
+    with KubernetesRuntime(runtime_config(standin, pool_size=1)) as runtime:
+        env = make_environment("uirl/FormFill-v0", runtime=runtime, max_steps=2)()
+        try:
+            first = env.reset(seed=2)
+            assert first[0]["image"].size == (640, 400) and first[1]["text"]
+            assert env._holder["backend"].env.session.base_url.startswith("http://127.77.")
+            out = env.click(x=100, y=100)
+            assert out[0]["type"] == "image" and out[1]["text"] == "Clicked at (100, 100)."
+        finally:
+            env._close()  # the session goes back to the pool; the runtime deletes it
+    assert_all_gone(standin)
+
+
 def test_orphan_cleanup(standin: PodStandIn, api: PodApi) -> None:
     past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
     future = (datetime.now(UTC) + timedelta(hours=1)).isoformat()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from uirl_agents.policies.openai_compat import (
     ChatCompletionFailedError,
     OpenAIPolicy,
     OpenAIPolicyConfig,
+    TokenIdsMissingError,
 )
 
 CLICK_REPLY = "Thought: The First name field is empty.\nAction: click(start_box='(644,406)')"
@@ -32,12 +34,14 @@ class StandInServer:
     """A chat-completions endpoint answering in UI-TARS format.
 
     ``script`` holds (status, headers) failures to send before answering normally;
-    ``reply`` picks the answer text from the request body.
+    ``reply`` picks the answer text from the request body; ``token_ids`` False answers as
+    a server that does not know ``return_token_ids`` (no prompt or completion ids).
     """
 
     reply: Callable[[dict], str] = lambda body: CLICK_REPLY
     script: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     delay_s: float = 0.0
+    token_ids: bool = True
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     attempts: int = 0
@@ -49,7 +53,7 @@ class StandInServer:
     def answer(self, body: dict) -> dict[str, Any]:
         text = self.reply(body)
         tokens = text.split(" ")
-        return {
+        response = {
             "id": "cmpl-1",
             "object": "chat.completion",
             "model": body["model"],
@@ -69,6 +73,9 @@ class StandInServer:
             "prompt_token_ids": [1, 2, 3],
             "usage": {"prompt_tokens": 3, "completion_tokens": len(tokens)},
         }
+        if not self.token_ids:
+            del response["prompt_token_ids"], response["choices"][0]["token_ids"]
+        return response
 
 
 def _handler(server: StandInServer) -> type[BaseHTTPRequestHandler]:
@@ -288,3 +295,30 @@ def test_trainer_rollouts_send_the_whole_sampling_configuration(server: StandInS
         "n": 1,
         "seed": 3,
     }
+
+
+def test_trainer_rollouts_fail_at_the_first_response_without_token_ids(
+    server: StandInServer,
+) -> None:
+    """A vLLM that ignores return_token_ids: the trainer's rollout policy fails at the
+    first response, naming the field (its steps would otherwise train on nothing);
+    a policy that does not need the ids records None."""
+    pytest.importorskip("torch")
+    from uirl_agents.trainers.cli import load_config
+    from uirl_agents.trainers.common import vllm_policy
+    from uirl_agents.trainers.config import GRPOConfig
+
+    server.token_ids = False
+    overrides = {"model.format": "ui-tars", "rollout.vllm_base_url": server.url}
+    policy = vllm_policy(load_config(GRPOConfig, None, overrides), "run-iter0", FormatConfig())
+    policy.begin_episode(0)
+    with pytest.raises(TokenIdsMissingError, match=re.escape("`return_token_ids: true`")):
+        policy.act(_observations(1), [0])
+    assert server.attempts == 1  # the first response, not retried
+
+    with _policy(server) as plain:
+        plain.begin_episode(0)
+        (step,) = plain.act(_observations(1), [0])
+    assert step.completion_ids is None and step.prompt_ids is None and step.action is not None
+    with pytest.raises(ValueError, match="require_token_ids needs return_token_ids"):
+        OpenAIPolicyConfig(require_token_ids=True, return_token_ids=False)

@@ -5,7 +5,6 @@ actions as errors, sessions closed on disconnect, what the app does not expose."
 from __future__ import annotations
 
 import importlib
-import os
 import socket
 import subprocess
 import sys
@@ -24,6 +23,7 @@ from fastapi import FastAPI
 pytest.importorskip("openenv", reason="needs the openenv extra: pip install -e '.[openenv]'")
 
 import uvicorn  # noqa: E402
+from processes import running  # noqa: E402
 
 from uirl_gym.actions import ActionType  # noqa: E402
 from uirl_gym.openenv import (  # noqa: E402
@@ -59,18 +59,6 @@ class RecordingEnvironment(UirlEnvironment):
 def environment_of(task: str) -> UirlEnvironment:
     (env,) = [e for e in RecordingEnvironment.instances if e.env and e.state.task == task]
     return env
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie is gone for our purpose (its parent has not reaped it yet).
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
@@ -187,7 +175,7 @@ def test_two_concurrent_sessions_rewards_errors_and_disconnect(server_url: str) 
         family = [server_pid, *descendant_pids(server_pid)]
         assert len(family) >= 2  # the server and its browser
         expert_client.close()
-        wait_for(lambda: not any(alive(p) for p in family), 20, "the session to stop")
+        wait_for(lambda: not any(running(p) for p in family), 20, "the session to stop")
         assert sde.env is None
         assert sn.env is not None  # the other session is untouched
         session.step({"type": "screenshot"})
@@ -303,7 +291,7 @@ def test_cli_serves_and_stops_its_sessions(tmp_path: Path) -> None:
             process.terminate()
             # uvicorn shuts down, then re-raises the signal it caught.
             assert process.wait(timeout=30) in (0, -15)
-        wait_for(lambda: not any(alive(p) for p in children), 20, "the session to stop")
+        wait_for(lambda: not any(running(p) for p in children), 20, "the session to stop")
     finally:
         if process.poll() is None:
             process.kill()

@@ -17,8 +17,9 @@ from uirl_agents.rollout import to_step
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.cli import load_config
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
-from uirl_agents.trainers.grpo import grpo_update, replayed_episodes, score_samples, step_samples
+from uirl_agents.trainers.grpo import grpo_update, replayed_episodes, step_samples
 from uirl_agents.trainers.replay import SuccessReplay, instance_key
+from uirl_agents.trainers.scoring import score_samples
 from uirl_agents.trainers.update import TokenSample
 from uirl_agents.trajectories import Episode, Step
 

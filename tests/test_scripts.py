@@ -27,7 +27,7 @@ def test_every_script_help_renders() -> None:
         )
         for path in SCRIPTS
     }
-    assert {"evaluate.py", "train_rs.py", "train_grpo.py"} <= set(procs)
+    assert {"evaluate.py", "train_rs.py", "train_grpo.py", "train_trl.py"} <= set(procs)
     for name, proc in procs.items():
         stdout, stderr = proc.communicate(timeout=300)
         assert proc.returncode == 0, f"{name}: {stderr[-2000:]}"
@@ -35,7 +35,7 @@ def test_every_script_help_renders() -> None:
         # A stray "%" in a help string makes argparse print its own internals.
         assert "option_strings" not in stdout, name
         assert "%(" not in stdout, name
-        if name.startswith("train_"):
+        if name in ("train_rs.py", "train_grpo.py"):  # uirl's trainer configs
             assert "~30% slower" in stdout, name  # the help that once broke it
 
 
@@ -107,3 +107,39 @@ def test_task_report_writes_the_table_and_screenshots(tmp_path: Path) -> None:
     from PIL import Image
 
     assert Image.open(images / "simple_data_entry.png").size == (1280, 800)
+
+
+def test_bench_trl_reads_both_trainers_logs(tmp_path: Path) -> None:
+    """bench_trl.py's figures from a TRL trainer_state.json and a uirl metrics.jsonl."""
+    import json
+    import runpy
+
+    bench = runpy.run_path(str(ROOT / "scripts" / "bench_trl.py"))
+    # The tiny Qwen2.5-VL's image processor: at most 16 merged 28x28 patches per image.
+    processor = {
+        "patch_size": 14,
+        "merge_size": 2,
+        "size": {"shortest_edge": 3136, "longest_edge": 12544},
+    }
+    for model in ("tiny-qwen2.5-vl", "tiny_model"):
+        (tmp_path / model).mkdir()
+        (tmp_path / model / "preprocessor_config.json").write_text(json.dumps(processor))
+    steps = [
+        {"step": i + 1, "num_tokens": 800.0 * (i + 1), "step_time": t, "uirl/images": 4.0}
+        for i, t in enumerate([9.0, 5.0, 6.0])
+    ]
+    history = [*steps, {"step": 3, "train_runtime": 20.0}]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    trl = bench["trl_figures"](tmp_path)
+    assert trl["tokens"] == 100 and trl["update_s"] == 6.0 and trl["updates_s"] == 20.0
+    assert trl["screenshots"] == trl["per_sample"] == 4.0 and trl["image_tokens"] == 60
+    perf = {"perf/iteration_s": 4.0, "perf/time_share_train": 0.5, "perf/tokens_per_s": 200.0}
+    rows = [{"step": 0, "eval/success_rate": 0.0}]  # an evaluation before any update
+    rows += [{"step": i, **perf, "rollout/episodes": 8.0, "train/samples": 24.0} for i in (1, 2)]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    uirl = bench["uirl_figures"](tmp_path)
+    assert uirl["tokens"] == 50 and uirl["screenshots"] == 3.0 and uirl["image_tokens"] == 45
+    assert uirl["update_s"] == 4.0 and uirl["train_share"] == 0.5 and uirl["updates_s"] == 8.0
+    table = bench["table"]({**trl, "rss": 1.0, "wall": 30.0}, {**uirl, "rss": 0.5, "wall": 10.0})
+    assert "| training share of an update | n/a | 50% |" in table
+    assert "| of which outside the updates (s) | 10 | 2 |" in table

@@ -3,6 +3,7 @@ model, and both scripts end to end on real sessions (one and two processes, resu
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -26,6 +27,7 @@ pytest.importorskip("trl")
 
 from model_fixtures import tiny_training_run  # noqa: E402
 
+from uirl_agents.models import load_processor  # noqa: E402
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, completion_logprobs  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
@@ -34,6 +36,7 @@ from uirl_agents.trainers.common import (  # noqa: E402
     TRAIN_STREAM,
     build_model,
     derive_specs,
+    needs_autocast,
 )
 from uirl_agents.trainers.config import (  # noqa: E402
     EnvConfig,
@@ -41,12 +44,7 @@ from uirl_agents.trainers.config import (  # noqa: E402
     ModelConfig,
     RSConfig,
 )
-from uirl_agents.trainers.grpo import (  # noqa: E402
-    grpo_loss,
-    policy_update,
-    score_samples,
-    step_samples,
-)
+from uirl_agents.trainers.grpo import policy_update, step_samples  # noqa: E402
 from uirl_agents.trainers.losses import (  # noqa: E402
     clipped_policy_loss,
     group_advantages,
@@ -54,6 +52,8 @@ from uirl_agents.trainers.losses import (  # noqa: E402
     token_budget_batches,
 )
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
+from uirl_agents.trainers.schedule import SCHEDULES, iteration_scheduler  # noqa: E402
+from uirl_agents.trainers.scoring import grpo_loss, score_samples  # noqa: E402
 from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402
@@ -122,6 +122,25 @@ def test_kl_k3_by_hand() -> None:
     torch.testing.assert_close(kl_k3(lp, ref), torch.tensor([0.5 + math.log(2) - 1, 0.0]))
 
 
+def test_kl_k3_gradient_is_the_reverse_kl_gradient() -> None:
+    """k3's value estimates KL(policy || ref), but as a loss on tokens sampled from the
+    policy its expected gradient is that of KL(ref || policy) (docs/training.md)."""
+    theta = torch.tensor([0.3, -1.2, 2.0, 0.0, 0.7], dtype=torch.float64, requires_grad=True)
+    ref = torch.log_softmax(torch.tensor([1.0, 0.0, 0.5, -0.5, 0.2], dtype=torch.float64), -1)
+
+    def grad(loss_of: object) -> torch.Tensor:
+        theta.grad = None
+        loss_of(torch.log_softmax(theta, -1)).backward()
+        return theta.grad.clone()
+
+    # The expectation over every token, each weighted by its (constant) sampling probability.
+    k3 = grad(lambda lp: (lp.exp().detach() * kl_k3(lp, ref)).sum())
+    reverse = grad(lambda lp: (ref.exp() * (ref - lp)).sum())  # KL(ref || policy)
+    forward = grad(lambda lp: (lp.exp() * (lp - ref)).sum())  # KL(policy || ref)
+    torch.testing.assert_close(k3, reverse)
+    assert not torch.allclose(k3, forward)
+
+
 def test_token_budget_batches() -> None:
     assert token_budget_batches([4, 4, 4, 1], lambda n: n, 8) == [[4, 4], [4, 1]]
     assert token_budget_batches([9, 1], lambda n: n, 8) == [[9], [1]]
@@ -135,13 +154,65 @@ def test_update_schedule_in_lockstep_gives_every_process_the_same_passes() -> No
     """FSDP: a process with fewer micro-batches still runs every forward/backward pass
     (empty batches stand for the missing ones); replicated, it just runs fewer."""
     samples = [TokenSample([], [], [1], num_tokens=10) for _ in range(3)]
-    rng = np.random.default_rng(0)
-    common = {"micro_batch_tokens": 10, "grad_accumulation_steps": 2, "max_all": lambda n: 7}
-    plain = update_schedule(samples, rng, **common)
-    assert [len(step) for step in plain] == [2, 1, 0, 0]
-    locked = update_schedule(samples, rng, **common, lockstep=True)
+    common = {"micro_batch_tokens": 10, "grad_accumulation_steps": 2}
+    # The other process: 7 micro-batches (4 steps), then 2, 2, 2, 1 of them per step.
+    plain = update_schedule(samples, np.random.default_rng(0), **common, max_all=lambda n: 7)
+    assert sorted(len(step) for step in plain) == [0, 1, 1, 1]  # its 3 samples over 4 steps
+    others = iter([7, 2, 2, 2, 1])
+    locked = update_schedule(
+        samples,
+        np.random.default_rng(0),
+        **common,
+        max_all=lambda n: max(n, next(others)),
+        lockstep=True,
+    )
     assert [len(step) for step in locked] == [2, 2, 2, 1]  # 7 passes, as the busiest process
     assert sum(len(batch) for step in locked for batch in step) == 3
+
+
+def _step_tokens(schedule: list[list[list[TokenSample]]]) -> list[int]:
+    return [sum(len(s.completion_ids) for batch in step for s in batch) for step in schedule]
+
+
+def test_every_optimizer_step_holds_each_process_in_its_share_of_the_tokens() -> None:
+    """Two processes, one micro-batch of data and four: every step's gradient holds each
+    process's tokens in about its overall share (not the small one's all in step 1)."""
+    from two_process_update import MICRO_BATCH_TOKENS, process_samples
+
+    data = [process_samples(rank) for rank in (0, 1)]
+    micro = [token_budget_batches(d, lambda s: s.num_tokens, MICRO_BATCH_TOKENS) for d in data]
+    assert [len(m) for m in micro] == [1, 4]
+    for k in (1, 2):
+        layouts = [
+            update_schedule(
+                d,
+                np.random.default_rng(rank),
+                micro_batch_tokens=MICRO_BATCH_TOKENS,
+                grad_accumulation_steps=k,
+                max_all=lambda n: 4,  # the busiest process's micro-batches
+            )
+            for rank, d in enumerate(data)
+        ]
+        tokens = np.array([_step_tokens(layout) for layout in layouts], dtype=float)
+        assert tokens.shape == (2, 4 // k)
+        overall = tokens.sum(axis=1) / tokens.sum()
+        per_step = tokens / tokens.sum(axis=0)
+        assert np.abs(per_step - overall[:, None]).max() < 0.02, (k, per_step, overall)
+        scale = tokens.sum(axis=0) / tokens.mean(axis=1).sum()  # 1: a step's fair share
+        assert np.abs(scale - 1).max() < 0.1, (k, scale)
+
+
+@pytest.mark.timeout(120)
+def test_two_processes_share_every_optimizer_step(tmp_path: Path) -> None:
+    """The same on two real processes (gloo): run_update's steps, as each rank ran them."""
+    out = tmp_path / "steps.json"
+    cmd = [*TORCHRUN, str(REPO / "tests" / "two_process_update.py"), str(out)]
+    _run(cmd, f"update2-{uuid.uuid4().hex}", timeout_s=100)
+    report = json.loads(out.read_text())
+    tokens = np.array(report["step_tokens"], dtype=float)
+    assert report["optimizer_steps"] == 4 and tokens.shape == (2, 4)
+    overall = tokens.sum(axis=1) / tokens.sum()
+    assert np.abs(tokens / tokens.sum(axis=0) - overall[:, None]).max() < 0.02, tokens
 
 
 def test_fsdp_launch_options_the_trainers_cannot_honour_are_refused(
@@ -194,6 +265,7 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
         ({"grpo.kl_beta": "0.1", "model.lora_rank": "0"}, "set model.lora_rank > 0"),
         ({"grpo.negative_advantage_scale": "-1"}, "grpo.negative_advantage_scale: expected >= 0"),
         ({"env.rows": "[1]", "env.row_pool": "[1, 2]"}, "set one (or neither)"),
+        ({"optim.warmup_iterations": "1"}, "set optim.lr_scheduler: constant_with_warmup"),
     ],
 )
 def test_config_errors_say_what_to_set(overrides: dict, message: str) -> None:
@@ -206,6 +278,47 @@ def test_docs_field_table_is_generated_from_the_dataclasses() -> None:
     rows = config_markdown(GRPOConfig).splitlines()[2:] + config_markdown(RSConfig).splitlines()[2:]
     for row in rows:
         assert row in docs, f"docs/training.md is stale; regenerate: {row}"
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_lr_schedules_warm_up_from_above_zero_then_follow_transformers(schedule: str) -> None:
+    from transformers import get_scheduler
+
+    def rates(scheduler: torch.optim.lr_scheduler.LRScheduler, n: int) -> list[float]:
+        out = []
+        for _ in range(n):
+            out.append(scheduler.get_last_lr()[0])
+            scheduler.step()
+        return out
+
+    def optimizer() -> torch.optim.Optimizer:
+        return torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+
+    ours = rates(iteration_scheduler(optimizer(), schedule, warmup_iterations=0, iterations=6), 6)
+    theirs = rates(get_scheduler(schedule, optimizer(), 0, num_training_steps=6), 6)
+    assert ours == pytest.approx(theirs)  # no warm-up: transformers' schedule
+    warm = rates(iteration_scheduler(optimizer(), schedule, warmup_iterations=2, iterations=6), 6)
+    assert warm[:3] == pytest.approx([1 / 3, 2 / 3, 1.0])  # the first iteration trains too
+    if schedule == "linear":
+        assert warm[3:] == pytest.approx([0.75, 0.5, 0.25])
+
+
+def test_warm_up_trains_in_the_first_iteration_at_the_logged_rate(tmp_path: Path) -> None:
+    """`--optim.warmup_iterations 1`, one iteration: the update moves the weights (it ran
+    at rate 0 before), and AdamW's first step moves a weight by the rate it used: the
+    largest LoRA B entry (0 at the start) equals the logged `train/learning_rate`."""
+    mark = f"warmup-{uuid.uuid4().hex}"
+    out = tmp_path / "rs"
+    args = ["--iterations", "1", "--eval.episodes", "0", "--optim.lr_scheduler", "linear"]
+    args += ["--optim.warmup_iterations", "1", "--optim.grad_accumulation_steps", "64"]
+    _run(_command("train_rs.py", out, 1, *args), mark, timeout_s=180)
+    _assert_no_orphans(mark)
+    (record,) = [r for r in read_metrics(out) if "train/learning_rate" in r]
+    assert record["train/optimizer_steps"] == 1
+    assert record["train/learning_rate"] == pytest.approx(2e-4 / 2)  # (0 + 1) / (1 + 1)
+    weights = _adapter_weights(ckpt.latest_checkpoint(out))
+    moved = max(float(w.abs().max()) for n, w in weights.items() if "lora_B" in n)
+    assert moved == pytest.approx(record["train/learning_rate"], rel=1e-3)
 
 
 def test_episode_specs_are_a_function_of_seed_iteration_rank() -> None:
@@ -479,6 +592,50 @@ def test_full_fine_tuning_keeps_float32_master_weights(tiny_qwen25vl_dir: Path) 
     weight.grad = torch.ones_like(weight)
     optimizer.step()
     assert not torch.equal(weight, before)
+
+
+def test_lora_modules_to_save_keep_float32_master_weights(
+    tiny_qwen25vl_dir: Path, tmp_path: Path
+) -> None:
+    """A bf16 base with LoRA and a fully trained lm_head: every trainable weight is a
+    float32 master weight (peft makes the lm_head copy bf16), a forward pass runs (under
+    the run's autocast), one AdamW step at 1e-5 moves every weight, and the weights come
+    back exactly from the saved adapter (a resumed run)."""
+    cfg = ModelConfig(lora_rank=4, dtype="bfloat16", lora_modules_to_save=["lm_head"])
+    model = build_model(cfg, str(tiny_qwen25vl_dir), torch.device("cpu"))
+    trainable = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert any("lm_head.modules_to_save" in n for n in trainable)
+    assert {p.dtype for p in trainable.values()} == {torch.float32}
+    frozen = [p for p in model.parameters() if not p.requires_grad]
+    assert frozen and all(p.dtype == torch.bfloat16 for p in frozen)
+
+    assert needs_autocast(cfg, torch.bfloat16)
+    model.train()
+    prompt = [{"role": "user", "content": [{"type": "text", "text": "Copy row 3."}]}]
+    processor = load_processor(tiny_qwen25vl_dir)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logprobs = completion_logprobs(model, processor, [prompt], [[]], [[5, 6, 7]])
+    (-logprobs[0].sum()).backward()
+    assert all(p.grad is not None for n, p in trainable.items() if "lora_A" not in n)
+
+    before = {n: p.detach().clone() for n, p in trainable.items()}
+    optimizer = torch.optim.AdamW(trainable.values(), lr=1e-5)
+    for p in trainable.values():
+        p.grad = torch.ones_like(p)  # LoRA's A has no gradient while B is 0
+    optimizer.step()
+    for name, p in trainable.items():
+        assert bool((p != before[name]).all()), name  # in bf16: 15.5% of lm_head moved
+
+    model.save_pretrained(tmp_path / "adapter", selected_adapters=["default"])
+    resumed = build_model(
+        dataclasses.replace(cfg, adapter_path=str(tmp_path / "adapter")),
+        str(tiny_qwen25vl_dir),
+        torch.device("cpu"),
+    )
+    again = {n: p for n, p in resumed.named_parameters() if p.requires_grad}
+    assert again.keys() == trainable.keys()
+    for name, p in trainable.items():
+        assert torch.equal(again[name], p), name
 
 
 # ---- checkpoints and the vLLM hook -------------------------------------------------------

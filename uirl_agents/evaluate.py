@@ -18,12 +18,13 @@ import math
 import os
 import re
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from uirl_agents.cost import DEFAULT_PRICES, ModelPrice, add_usage, find_price
 from uirl_agents.policies.base import Policy
 from uirl_agents.quantization import quantization_mode
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
@@ -40,8 +41,18 @@ EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 
 AGENT_SYNTAX = (
     "random | expert | hf:PATH[,lora=PATH][,format=NAME][,load_in_8bit=1|load_in_4bit=1] "
-    "| openai:MODEL@URL[,format=NAME]"
+    "| openai:MODEL@URL[,format=NAME] | anthropic:MODEL[,display=WxH][,max_tokens=N][,prompt_caching=1] "
+    "| openai-cua:MODEL[,display=WxH][,safety_checks=acknowledge|refuse] "
+    "| gemini-cua:MODEL[,safety_checks=acknowledge|refuse]"
 )
+# Vendor computer-use agents (their own protocols; keys from the environment).
+ANTHROPIC_MAX_TOKENS = 1024
+CUA_KINDS = ("anthropic", "openai-cua", "gemini-cua")
+_CUA_OPTIONS = {
+    "anthropic": ("display", "max_tokens", "prompt_caching"),
+    "openai-cua": ("display", "safety_checks"),
+    "gemini-cua": ("safety_checks",),  # its coordinates are a 1000x1000 grid: no display
+}
 # Options of `--agent hf:...` that load the language model quantized (bitsandbytes).
 _QUANT_OPTIONS = ("load_in_8bit", "load_in_4bit")
 
@@ -60,7 +71,8 @@ class AgentSpec:
     """A parsed ``--agent`` value.
 
     Attributes:
-        kind: ``random``, ``expert``, ``hf`` or ``openai``.
+        kind: ``random``, ``expert``, ``hf``, ``openai``, or a vendor computer-use
+            agent (:data:`CUA_KINDS`: ``anthropic``, ``openai-cua``, ``gemini-cua``).
         target: the checkpoint path (hf; ``tiny`` builds the tiny test Qwen2.5-VL,
             ``tiny-FAMILY`` the tiny model of another family, e.g. ``tiny-llava``; write
             ``./tiny-x`` for a folder of that name) or the model name (openai).
@@ -72,6 +84,7 @@ class AgentSpec:
         quantization: ``"8bit"`` / ``"4bit"``: the model's language weights loaded
             quantized (hf; bitsandbytes); None: in full precision.
         label: the name in reports.
+        options: vendor agent options (``display``, ``safety_checks``).
     """
 
     kind: str
@@ -82,6 +95,7 @@ class AgentSpec:
     max_tokens: int = 256
     quantization: str | None = None
     label: str = ""
+    options: tuple[tuple[str, str], ...] = ()
 
 
 def parse_agent(text: str) -> AgentSpec:
@@ -93,6 +107,8 @@ def parse_agent(text: str) -> AgentSpec:
     if text in ("random", "expert"):
         return AgentSpec(kind=text, label=text)
     kind, sep, rest = text.partition(":")
+    if sep and kind in CUA_KINDS and rest:
+        return _parse_cua_agent(text, kind, rest)
     if not sep or kind not in ("hf", "openai") or not rest:
         raise AgentSpecError(f"--agent {text!r}: expected {AGENT_SYNTAX}")
     target, *extras = rest.split(",")
@@ -135,6 +151,79 @@ def parse_agent(text: str) -> AgentSpec:
     return AgentSpec(kind=kind, target=target, url=url, label=label, **options)
 
 
+def _parse_cua_agent(text: str, kind: str, rest: str) -> AgentSpec:
+    model, *extras = rest.split(",")
+    allowed = _CUA_OPTIONS[kind]
+    options: dict[str, str] = {}
+    # Claude writes text and several tool calls a turn: 256 tokens would cut turns short.
+    max_tokens = ANTHROPIC_MAX_TOKENS if kind == "anthropic" else AgentSpec.max_tokens
+    for extra in extras:
+        key, eq, value = extra.partition("=")
+        if not eq or key not in allowed:
+            raise AgentSpecError(
+                f"--agent {text!r}: unknown option {extra!r}; expected "
+                + ", ".join(f"{k}=" for k in allowed)
+            )
+        if key == "display" and not re.fullmatch(r"[1-9]\d{1,4}x[1-9]\d{1,4}", value):
+            raise AgentSpecError(f"--agent {text!r}: display must be WIDTHxHEIGHT, e.g. 1024x640")
+        if key == "max_tokens":
+            if not (value.isdigit() and int(value) > 0):
+                raise AgentSpecError(f"--agent {text!r}: max_tokens must be a positive integer")
+            max_tokens = int(value)
+            continue
+        if key == "prompt_caching" and value not in ("0", "1"):
+            raise AgentSpecError(f"--agent {text!r}: prompt_caching takes 0 or 1")
+        if key == "safety_checks" and value not in ("acknowledge", "refuse"):
+            raise AgentSpecError(f"--agent {text!r}: safety_checks is acknowledge or refuse")
+        options[key] = value
+    if not model:
+        raise AgentSpecError(f"--agent {text!r}: expected {kind}:MODEL")
+    return AgentSpec(
+        kind=kind,
+        target=model,
+        label=f"{kind}:{model}",
+        max_tokens=max_tokens,
+        options=tuple(sorted(options.items())),
+    )
+
+
+def _build_cua_policy(spec: AgentSpec) -> Policy:
+    """A vendor computer-use policy (its API key is read from the environment here)."""
+    options = dict(spec.options)
+    display = None
+    if "display" in options:
+        w, h = options["display"].split("x")
+        display = (int(w), int(h))
+    if spec.kind == "anthropic":
+        from uirl_agents.policies.anthropic import AnthropicPolicy, AnthropicPolicyConfig
+
+        return AnthropicPolicy(
+            AnthropicPolicyConfig(
+                model=spec.target,
+                display=display,
+                max_tokens=spec.max_tokens,
+                prompt_caching=options.get("prompt_caching") == "1",
+            )
+        )
+    if spec.kind == "gemini-cua":
+        from uirl_agents.policies.gemini_cua import GeminiCUAPolicy, GeminiCUAPolicyConfig
+
+        return GeminiCUAPolicy(
+            GeminiCUAPolicyConfig(
+                model=spec.target, safety_checks=options.get("safety_checks", "acknowledge")
+            )
+        )
+    from uirl_agents.policies.openai_cua import OpenAICUAPolicy, OpenAICUAPolicyConfig
+
+    return OpenAICUAPolicy(
+        OpenAICUAPolicyConfig(
+            model=spec.target,
+            display=display,
+            safety_checks=options.get("safety_checks", "acknowledge"),
+        )
+    )
+
+
 def build_policy(
     spec: AgentSpec,
     oracle: Callable[[int], dict[str, Any]],
@@ -157,6 +246,8 @@ def build_policy(
         from uirl_agents.policies.expert import ExpertPolicy
 
         return ExpertPolicy(oracle, task=task_of or "simple_data_entry"), None
+    if spec.kind in CUA_KINDS:
+        return _build_cua_policy(spec), None
     if spec.kind == "openai":
         from uirl_agents.formats import infer_format
         from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
@@ -210,6 +301,12 @@ class AgentResult:
     format: str | None = None
     # task -> {"episodes", "successes", "success_rate", "mean_reward", "mean_steps"}
     per_task: dict[str, dict[str, float]] | None = None
+    # API agents: tokens summed over the episodes (uirl_agents.cost.USAGE_KEYS), their
+    # price (None: no usage recorded, or the model is not in the price table).
+    tokens: dict[str, int] | None = None
+    cost_usd: float | None = None
+    cost_per_episode_usd: float | None = None
+    cost_per_success_usd: float | None = None
 
 
 def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -231,9 +328,17 @@ def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, flo
     return (min(max(0.0, centre - half), p), max(min(1.0, centre + half), p))
 
 
-def summarise(agent: str, episodes: Sequence[Episode], format: str | None = None) -> AgentResult:
+def summarise(
+    agent: str,
+    episodes: Sequence[Episode],
+    format: str | None = None,
+    price: ModelPrice | None = None,
+) -> AgentResult:
+    """An agent's numbers over ``episodes`` (``price``: its model's, for the cost)."""
     steps = [s for e in episodes for s in e.steps]
     successes = sum(e.success for e in episodes)
+    tokens = add_usage(s.usage for s in steps)
+    cost = price.cost_usd(tokens) if price is not None and tokens is not None else None
     return AgentResult(
         agent=agent,
         format=format,
@@ -247,6 +352,10 @@ def summarise(agent: str, episodes: Sequence[Episode], format: str | None = None
         env_s_per_step=statistics.fmean(s.env_time_s for s in steps) if steps else 0.0,
         session_errors=sum(e.error is not None for e in episodes),
         per_task=_per_task(episodes),
+        tokens=tokens,
+        cost_usd=cost,
+        cost_per_episode_usd=cost / len(episodes) if cost is not None and episodes else None,
+        cost_per_success_usd=cost / successes if cost is not None and successes else None,
     )
 
 
@@ -267,8 +376,9 @@ def _per_task(episodes: Sequence[Episode]) -> dict[str, dict[str, float]]:
 def markdown_table(results: Sequence[AgentResult]) -> str:
     lines = [
         "| agent | format | episodes | success (95% CI) | mean reward | steps/episode "
-        "| invalid actions | policy s/step | env s/step |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| invalid actions | policy s/step | env s/step | tokens/episode (in/out) "
+        "| cost/episode | cost/success |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         lo, hi = r.success_ci95
@@ -276,7 +386,9 @@ def markdown_table(results: Sequence[AgentResult]) -> str:
             f"| {r.agent} | {r.format or '-'} | {r.episodes} "
             f"| {r.success_rate:.0%} ({lo:.0%}-{hi:.0%}) "
             f"| {r.mean_reward:.2f} | {r.mean_steps:.1f} | {r.invalid_action_rate:.1%} "
-            f"| {r.policy_s_per_step:.3f} | {r.env_s_per_step:.3f} |"
+            f"| {r.policy_s_per_step:.3f} | {r.env_s_per_step:.3f} "
+            f"| {_tokens_cell(r)} | {_usd(r.cost_per_episode_usd)} "
+            f"| {_usd(r.cost_per_success_usd)} |"
         )
     tasks = sorted({t for r in results for t in (r.per_task or {})})
     if len(tasks) > 1:
@@ -296,6 +408,34 @@ def markdown_table(results: Sequence[AgentResult]) -> str:
             mean = f"{statistics.fmean(rates):.0%}" if rates else "-"
             lines.append(f"| {r.agent} | " + " | ".join(cells) + f" | {mean} |")
     return "\n".join(lines)
+
+
+def _tokens_cell(r: AgentResult) -> str:
+    if not r.tokens or not r.episodes:
+        return "-"
+    t = r.tokens
+    inputs = t["input_tokens"] + t["cache_read_input_tokens"] + t["cache_creation_input_tokens"]
+    return f"{inputs / r.episodes:,.0f} / {t['output_tokens'] / r.episodes:,.0f}"
+
+
+def _usd(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}" if value < 1 else f"${value:.2f}"
+
+
+def price_of(spec: AgentSpec, prices: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
+    """The price of an API agent's model (None for local and scripted agents, and for
+    models missing from the table: a warning says how to add them)."""
+    if spec.kind not in (*CUA_KINDS, "openai"):
+        return None
+    price = find_price(spec.target, DEFAULT_PRICES if prices is None else prices)
+    if price is None and spec.kind != "openai":
+        logger.warning(
+            "no price for %s: its cost is not reported; add it to a --prices file "
+            '({"%s": {"input": USD, "output": USD}} per million tokens)',
+            spec.target,
+            spec.target,
+        )
+    return price
 
 
 def write_reports(
@@ -338,7 +478,12 @@ def _plot(path: Path, results: Sequence[AgentResult]) -> bool:
     except ImportError:
         logger.warning("matplotlib is not installed: no %s (pip install -e '.[train]')", path.name)
         return False
-    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(results), 3.2))
+    costs = [r.cost_per_episode_usd for r in results]
+    priced = any(c is not None for c in costs)
+    fig, axes = plt.subplots(
+        1, 2 if priced else 1, figsize=((1.6 + 1.4 * len(results)) * (2 if priced else 1), 3.2)
+    )
+    ax = axes[0] if priced else axes
     rates = [r.success_rate * 100 for r in results]
     errors = [
         [(r.success_rate - r.success_ci95[0]) * 100 for r in results],
@@ -347,7 +492,15 @@ def _plot(path: Path, results: Sequence[AgentResult]) -> bool:
     ax.bar([r.agent for r in results], rates, yerr=errors, capsize=4, color="#673ab7")
     ax.set_ylim(0, 105)
     ax.set_ylabel("success rate (%)")
-    ax.set_title("SimpleDataEntry-v0: success rate, 95% CI")
+    ax.set_title("success rate, 95% CI")
+    if priced:
+        # The cost column of results.md: USD per episode ("-" agents drawn as 0, unlabelled).
+        bars = axes[1].bar([r.agent for r in results], [c or 0.0 for c in costs], color="#00897b")
+        axes[1].bar_label(bars, labels=[_usd(c) for c in costs], fontsize=8)
+        axes[1].set_ylabel("cost per episode (USD)")
+        axes[1].set_title("cost per episode")
+    for a in axes if priced else [ax]:
+        a.tick_params(axis="x", labelrotation=15, labelsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -473,6 +626,7 @@ def run_agent(
     seed: int,
     settings: dict[str, Any],
     resume: bool = False,
+    prices: Mapping[str, ModelPrice] | None = None,
 ) -> AgentResult:
     """Play ``specs`` with one agent and write its run directory; return its summary.
 
@@ -480,6 +634,9 @@ def run_agent(
     run directory are kept and only the others are played (none twice); an agent that
     had finished is not even loaded. ``summary.json`` and ``index.html`` are written as
     soon as the agent is done, so an interrupted run keeps the agents it finished.
+
+    Args:
+        prices: the price table for the cost columns (None: :data:`DEFAULT_PRICES`).
 
     Raises:
         RunMismatchError: a finished episode was played on another task instance.
@@ -528,7 +685,7 @@ def run_agent(
         # Killed after its last episode but before its summary: the format needs the model.
         _, format_name = build_policy(spec, oracle, out_dir, seed)
     write_viewer(run_dir)
-    result = summarise(spec.label, [finished[i] for i in ids], format_name)
+    result = summarise(spec.label, [finished[i] for i in ids], format_name, price_of(spec, prices))
     _write_json(summary_path, {"settings": settings, "result": asdict(result)})
     return result
 

@@ -201,6 +201,11 @@ def default_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 
+def resolve_dtype(name: str, device: torch.device) -> torch.dtype:
+    """A dtype by name (``"bfloat16"``, ...), or with ``"auto"`` :func:`default_dtype`."""
+    return default_dtype(device) if name == "auto" else getattr(torch, name)
+
+
 def load_model(
     name_or_path: str | Path,
     *,

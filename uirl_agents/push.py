@@ -185,10 +185,9 @@ def stage_run(
 def _save_merged(run: TrainedRun, adapter: Path, out_dir: Path) -> None:
     """The base (unquantized, in the run's dtype, on CPU) with the adapter merged in;
     ``model.dtype: auto`` is bf16 where a GPU is visible, else float32."""
-    from uirl_agents.models import default_device, load_model
-    from uirl_agents.trainers.common import compute_dtype
+    from uirl_agents.models import default_device, load_model, resolve_dtype
 
-    dtype = compute_dtype(run.config.model, default_device())
+    dtype = resolve_dtype(run.config.model.dtype, default_device())
     model = load_model(run.base_model, adapter_path=adapter, device="cpu", dtype=dtype)
     model.merge_and_unload().save_pretrained(out_dir)
 

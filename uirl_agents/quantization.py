@@ -78,12 +78,12 @@ def bnb_config(mode: Quantization, compute_dtype: torch.dtype):  # noqa: ANN201 
     """
     from transformers import BitsAndBytesConfig
 
-    from uirl_agents.trainers.lora import _NOT_LANGUAGE
+    from uirl_agents.model_parts import NOT_LANGUAGE
 
     require_bitsandbytes(mode)
     # transformers matches a skip pattern from the start of a module name (up to a
     # dot); `.*?` lets the non-language pattern match at any depth.
-    skip = [".*?" + _NOT_LANGUAGE.pattern]
+    skip = [".*?" + NOT_LANGUAGE.pattern]
     if mode == "8bit":
         return BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=skip)
     if mode == "4bit":

@@ -20,6 +20,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from uirl_agents.cost import normalize_usage
 from uirl_agents.policies.base import FinalPromptPolicy, Policy, PolicyStep
 from uirl_agents.trajectories import Episode, Step, TrajectoryWriter
 from uirl_gym.vector import SessionVectorEnv
@@ -164,6 +165,7 @@ def to_step(
         progress=info.get("progress"),
         policy_time_s=policy_time_s,
         env_time_s=env_time_s,
+        usage=normalize_usage(policy_step.extra.get("usage")),
     )
 
 

@@ -45,6 +45,8 @@ class Step:
         reward, terminated, truncated: the env's answer.
         progress: the task's record after the step.
         policy_time_s, env_time_s: wall time spent in the policy and in the env.
+        usage: the tokens of the API request made at this step (normalised by
+            :func:`uirl_agents.cost.normalize_usage`); None when it made none.
     """
 
     screenshot: np.ndarray | None
@@ -62,6 +64,7 @@ class Step:
     progress: dict[str, Any] | None = None
     policy_time_s: float = 0.0
     env_time_s: float = 0.0
+    usage: dict[str, int] | None = None
 
 
 @dataclass

@@ -34,6 +34,8 @@ summary { cursor: pointer; font-weight: bold; }
 pre { white-space: pre-wrap; background: #f8f9fa; padding: 6px; margin: 4px 0; }
 """
 SCALE = 0.5  # screenshots shown at 640 px wide
+# An API request's input, whatever the cache did with it (uirl_agents.cost's keys).
+_INPUT_KEYS = ("input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")
 
 
 def _step_html(n: int, step: dict[str, Any]) -> str:
@@ -49,9 +51,16 @@ def _step_html(n: int, step: dict[str, Any]) -> str:
         f'<img loading="lazy" src="images/{html.escape(shot)}">' if shot else "<i>no screenshot</i>"
     )
     error = f'<div class="fail">{html.escape(step["error"])}</div>' if step.get("error") else ""
+    usage = step.get("usage") or {}
+    tokens = (
+        f" · tokens in {sum(usage.get(k, 0) for k in _INPUT_KEYS):,} / out "
+        f"{usage.get('output_tokens', 0):,}"
+        if usage
+        else ""
+    )
     return (
         f'<div class="step"><div class="shot">{image}{marker}</div><div>'
-        f"<b>step {n}</b> reward {step.get('reward', 0):+.2f}"
+        f"<b>step {n}</b> reward {step.get('reward', 0):+.2f}{tokens}"
         f"{' terminated' if step.get('terminated') else ''}"
         f"{' truncated' if step.get('truncated') else ''}"
         f"<pre>{html.escape(step.get('text') or '')}</pre>"

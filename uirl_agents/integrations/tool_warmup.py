@@ -42,13 +42,14 @@ def teach_tool_calls(
     steps: int = 200,
     learning_rate: float = 1e-2,
     episodes: int = 8,
+    depth: int = 2,
     seed: int = 0,
 ) -> list[float]:
     """Fit ``model`` to answer each turn with one of ``calls`` (SFT on the answer only).
 
     The conversations are real: first turns are the environment's resets (seeds
     ``0..episodes-1``: screenshots and instructions vary, so the model learns the call,
-    not one prompt), later turns follow a call run through the environment's own tool.
+    not one prompt), later turns follow calls run through the environment's own tools.
 
     Args:
         model: the model, trained in place (all its trainable parameters).
@@ -58,6 +59,8 @@ def teach_tool_calls(
         steps: optimizer steps (one conversation each).
         learning_rate: AdamW's.
         episodes: how many task instances the conversations come from.
+        depth: how many calls deep the later turns go (2: the model learns to call in
+            turns 1 to 3); the environment's ``max_steps`` must allow ``depth`` calls.
         seed: seeds the draws.
 
     Returns:
@@ -69,22 +72,32 @@ def teach_tool_calls(
     def draw(items: Sequence[Any]) -> Any:
         return items[int(torch.randint(len(items), (1,), generator=generator))]
 
-    conversations = []
+    # conversations[k]: the turns after k earlier calls, one per episode. The first turn
+    # is drawn half of the time (the model must start calling), later ones share the rest.
+    conversations: list[list[list[dict[str, Any]]]] = [[] for _ in range(depth + 1)]
     for episode in range(episodes):
-        user = {"role": "user", "content": environment.reset(seed=episode)}
-        conversations.append([user])
-        earlier = draw(calls)
-        response = getattr(environment, earlier["name"])(**earlier["arguments"])
-        turn = {"role": "assistant", "content": "", "tool_calls": [_tool_call(earlier)]}
-        conversations.append(
-            [user, turn, {"role": "tool", "name": earlier["name"], "content": response}]
-        )
+        conversation = [{"role": "user", "content": environment.reset(seed=episode)}]
+        conversations[0].append(list(conversation))
+        for k in range(1, depth + 1):
+            earlier = draw(calls)
+            response = getattr(environment, earlier["name"])(**earlier["arguments"])
+            conversation += [
+                {"role": "assistant", "content": "", "tool_calls": [_tool_call(earlier)]},
+                {"role": "tool", "name": earlier["name"], "content": response},
+            ]
+            conversations[k].append(list(conversation))
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], learning_rate)
     model.train()
     losses = []
     for _ in range(steps):
         answer = {"role": "assistant", "content": "", "tool_calls": [_tool_call(draw(calls))]}
-        losses.append(_sft_step(model, processor, tools, draw(conversations), answer, optimizer))
+        later = depth > 0 and bool(torch.rand((), generator=generator) < 0.5)
+        turns = (
+            conversations[int(torch.randint(1, depth + 1, (1,), generator=generator))]
+            if later
+            else conversations[0]
+        )
+        losses.append(_sft_step(model, processor, tools, draw(turns), answer, optimizer))
     model.eval()
     logger.info("tool-call cold start: loss %.3f -> %.3f", losses[0], losses[-1])
     return losses

@@ -24,9 +24,10 @@ The tools (one per env action): ``click``, ``double_click``, ``right_click``, ``
 ``keys``, ``scroll``, ``drag``, ``finish``. Coordinates are pixels of the screenshot
 the model sees (``screenshot_size``, (640, 400) by default: every screenshot stays in
 TRL's context, so they are downscaled) and are mapped to the 1280x800 screen once,
-here. Every tool call but ``finish`` returns a screenshot and a short report; a bad
-argument is an error message to the model (with the unchanged screen), never an
-exception, and costs a step like an invalid action; after the episode ends (``finish``, the task's own end, a failed session, or ``max_steps`` tool
+here. Every tool call returns the screenshot and a short report (always an image: TRL
+1.16 fails on a batch whose first tool round returns none); a bad argument, a wrong
+argument name included, is an error message to the model (with the unchanged screen),
+never an exception, and costs a step like an invalid action; after the episode ends (``finish``, the task's own end, a failed session, or ``max_steps`` tool
 calls), a tool only says so.
 
 Sessions: each instance holds one warm uirl session (``UIEnv``), reused across episodes
@@ -40,6 +41,7 @@ runtime's own handlers; its servers also exit when their parent dies).
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import math
 import threading
@@ -150,21 +152,50 @@ class EpisodeBackend(Protocol):
 
 
 class _GymBackend:
-    """A :class:`~uirl_gym.env.UIEnv` on the local runtime, a shared runtime or a URL."""
+    """A :class:`~uirl_gym.env.UIEnv` on the local runtime, a shared runtime or a URL.
+
+    On the local runtime (the default) the instance owns its runtime, and its session
+    starts in the background as soon as the instance exists: TRL makes a batch's
+    instances one after another and then resets them one after another, so the
+    sessions' cold starts (~1 s each) overlap instead of adding up.
+    """
 
     def __init__(self, config: EnvironmentConfig) -> None:
         from uirl_gym.env import UIEnv
 
+        runtime = config.runtime
+        self._owned_runtime: Runtime | None = None
+        self._warming: threading.Thread | None = None
+        if runtime is None and config.base_url is None:
+            from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
+
+            runtime = self._owned_runtime = LocalRuntime(LocalRuntimeConfig(task=config.task))
+            self._warming = threading.Thread(target=self._warm, name="uirl-warm", daemon=True)
+            self._warming.start()
         self.env = UIEnv(
             task=config.task,
-            runtime=config.runtime,
+            runtime=runtime,
             base_url=config.base_url,
             split=config.split,
             reward_mode=config.reward_mode,
             step_timeout_s=config.step_timeout_s,
         )
 
+    def _warm(self) -> None:
+        """Start a session and leave it idle in the runtime, for the first reset."""
+        assert self._owned_runtime is not None
+        try:
+            self._owned_runtime.release(self._owned_runtime.acquire(), healthy=True)
+        except Exception as exc:  # the first reset starts one itself, and reports failures
+            logger.warning("warming a uirl session failed: %s", exc)
+
+    def _wait_warm(self) -> None:
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
+
     def reset(self, seed: int | None, options: dict[str, Any]) -> tuple[np.ndarray, str, dict]:
+        self._wait_warm()
         obs, info = self.env.reset(seed=seed, options=options)
         return obs["screenshot"], obs["instruction"], info
 
@@ -173,7 +204,10 @@ class _GymBackend:
         return obs["screenshot"], float(reward), terminated, truncated, info
 
     def close(self) -> None:
+        self._wait_warm()  # a session still starting would outlive a closed runtime
         self.env.close()
+        if self._owned_runtime is not None:
+            self._owned_runtime.close()
 
 
 class _OpenEnvBackend:
@@ -232,15 +266,17 @@ class UirlEnvironment:
         is_success: whether the last episode reached the task's success.
         steps: tool calls made in the last episode.
         images_returned: screenshots returned to the model in the last episode: the
-            reset's and one per tool call but ``finish`` (each one is an image row in
-            TRL's training batch).
+            reset's and one per tool call (each one is an image row in TRL's training
+            batch).
         ended: why the last episode ended (None while it runs).
     """
 
     config: ClassVar[EnvironmentConfig] = EnvironmentConfig()
 
     def __init__(self) -> None:
-        self._holder: dict[str, EpisodeBackend | None] = {"backend": None}
+        # The session opens now (in the background where it can): TRL resets instances
+        # soon after making them.
+        self._holder: dict[str, EpisodeBackend | None] = {"backend": _open_backend(self.config)}
         # Closes the session when TRL drops the instance (and at exit), without
         # keeping the instance alive.
         self._finalizer = weakref.finalize(self, _close_backend, self._holder)
@@ -474,8 +510,6 @@ class UirlEnvironment:
         if self.ended is not None and action["type"] != "finish":
             report = report if report.endswith(".") else report + "."
             report += f" The episode has ended ({self.ended}): do not call more tools."
-        if action["type"] == "finish":
-            return self._text(report)
         self._screenshot = screenshot
         return self._observation(report)
 
@@ -491,8 +525,8 @@ class UirlEnvironment:
         return self._observation(f"Error: {message}")
 
     def _observation(self, report: str) -> list[dict[str, Any]]:
-        """The screen as it is now (unchanged after an error) and the report: every turn
-        that counts as a step shows the model a screenshot."""
+        """The screen as it is now (unchanged after an error) and the report: every tool
+        result shows the model a screenshot."""
         self.images_returned += 1
         return [
             {"type": "image", "image": self._image(self._screenshot)},
@@ -500,13 +534,9 @@ class UirlEnvironment:
         ]
 
     def _ended_report(self) -> list[dict[str, Any]]:
-        return self._text(
+        return self._observation(
             f"The episode has ended ({self.ended}); no action runs now. Stop calling tools."
         )
-
-    @staticmethod
-    def _text(text: str) -> list[dict[str, Any]]:
-        return [{"type": "text", "text": text}]
 
     def _image(self, screenshot: np.ndarray) -> Image.Image:
         image = Image.fromarray(screenshot)
@@ -539,8 +569,14 @@ _TOOLS = ("click", "double_click", "right_click", "type", "keys", "scroll", "dra
 
 
 def _tool_with_frame(method: Callable[..., Any], width: int, height: int) -> Callable[..., Any]:
+    signature = inspect.signature(method)
+
     @functools.wraps(method)
     def tool(self: UirlEnvironment, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        try:
+            signature.bind(self, *args, **kwargs)
+        except TypeError as exc:  # a wrong or missing argument name: the model reads why
+            return self._error(f"{method.__name__}: {exc}")
         return method(self, *args, **kwargs)
 
     tool.__doc__ = (method.__doc__ or "").replace("{width_1}", str(width - 1))

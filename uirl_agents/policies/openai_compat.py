@@ -15,7 +15,9 @@ Logprobs and token ids are recorded when the server returns them:
 ``choices[0].logprobs.content[*].logprob`` (OpenAI / vLLM with ``logprobs: true``)
 and ``choices[0].token_ids`` / ``prompt_token_ids`` (vLLM with
 ``return_token_ids: true``). They are the server's numbers: vLLM's default is the
-raw model distribution (before temperature); see docs/agents.md.
+raw model distribution (before temperature); see docs/agents.md. A trainer's rollouts
+set ``require_token_ids``: a response without the ids then fails at once, where the
+steps would otherwise leave the update with nothing to train on.
 """
 
 from __future__ import annotations
@@ -45,6 +47,26 @@ logger = logging.getLogger(__name__)
 RETRY_STATUS_CODES = frozenset({429, 500, 502, 503, 504})
 # Fast PNG encoding: the payload goes to a server on the same network, CPU is scarcer.
 PNG_COMPRESS_LEVEL = 1
+
+
+class TokenIdsMissingError(RuntimeError):
+    """A response without the prompt's and the completion's token ids, where the policy
+    was told to require them (a trainer's rollouts: it trains on the sampled ids).
+
+    Attributes:
+        url: the endpoint.
+        model: the model (or LoRA adapter) asked.
+    """
+
+    def __init__(self, url: str, model: str) -> None:
+        self.url, self.model = url, model
+        super().__init__(
+            f"POST {url} (model {model!r}) returned no `token_ids` / `prompt_token_ids`: the "
+            "trainer needs the exact ids it sampled, and without them its steps would train "
+            "on nothing. The request asks for them with vLLM's `return_token_ids: true`, a "
+            "field vLLM honours since its pull request 22587 (August 2025): upgrade vLLM, and "
+            "check that nothing between the trainer and the server drops the field"
+        )
 
 
 class ChatCompletionFailedError(RuntimeError):
@@ -98,6 +120,9 @@ class OpenAIPolicyConfig:
     return_token_ids: bool = True
     """Ask vLLM for prompt and completion token ids (``return_token_ids: true``);
     turn off for servers that reject unknown fields."""
+    require_token_ids: bool = False
+    """Raise :class:`TokenIdsMissingError` at the first response without them (a
+    trainer's rollouts); off: record None."""
     extra_body: dict[str, Any] = field(default_factory=dict)
     """Merged into every request body (e.g. ``{"top_k": 20}`` for vLLM)."""
 
@@ -117,6 +142,10 @@ class OpenAIPolicyConfig:
             raise ValueError(f"max_concurrency: expected >= 1, got {self.max_concurrency}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries: expected >= 0, got {self.max_retries}")
+        if self.require_token_ids and not self.return_token_ids:
+            raise ValueError(
+                "require_token_ids needs return_token_ids: true (the request must ask for them)"
+            )
         if self.backoff_initial_s < 0 or self.backoff_max_s < self.backoff_initial_s:
             raise ValueError(
                 f"backoff: expected 0 <= backoff_initial_s <= backoff_max_s, got "
@@ -221,6 +250,7 @@ class OpenAIPolicy:
         Raises:
             ValueError: observations and env_indices differ in length.
             ChatCompletionFailedError: a request failed for good.
+            TokenIdsMissingError: with ``require_token_ids``, a response without them.
         """
         if len(observations) != len(env_indices):
             raise ValueError(
@@ -319,14 +349,18 @@ class OpenAIPolicy:
         }
         if content:
             extra["tokens"] = [c.get("token") for c in content]
+        prompt_ids = response.get("prompt_token_ids") or None
+        completion_ids = choice.get("token_ids") or None
+        if self.config.require_token_ids and (prompt_ids is None or completion_ids is None):
+            raise TokenIdsMissingError(self._url, self.config.model)
         return PolicyStep(
             action=parsed.action,
             error=parsed.error,
             text=text,
             messages=prompt.messages,
             images=prompt.images,
-            prompt_ids=response.get("prompt_token_ids") or None,
-            completion_ids=choice.get("token_ids") or None,
+            prompt_ids=prompt_ids,
+            completion_ids=completion_ids,
             logprobs=logprobs,
             extra=extra,
         )

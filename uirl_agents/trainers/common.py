@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import re
 import shutil
 import threading
 from collections import defaultdict
@@ -35,10 +34,10 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, set_seed
 from tqdm.auto import tqdm
-from transformers import get_scheduler
 
 from uirl_agents.formats import FormatConfig, ModelFormat, get_format
-from uirl_agents.models import default_dtype, load_model, load_processor
+from uirl_agents.model_parts import VISION_TOWER
+from uirl_agents.models import load_model, load_processor, resolve_dtype
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
 from uirl_agents.push import require_token
@@ -61,6 +60,7 @@ from uirl_agents.trainers.metrics import (
     episode_metrics,
     episode_record,
 )
+from uirl_agents.trainers.schedule import iteration_scheduler
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trajectories import Episode, TrajectoryWriter
 from uirl_gym.runtimes.local import LocalRuntime
@@ -74,9 +74,6 @@ EVAL_SEED_OFFSET = 2**31
 TRAJECTORIES_DIR = "trajectories"
 REFERENCE_ADAPTER = "reference"
 REFERENCE_ADAPTER_DIR = "reference_adapter"
-# The vision encoder's parameters in the model families transformers ships (Qwen2-VL /
-# Qwen2.5-VL `visual`, LLaVA-style `vision_tower`, Idefics / PaliGemma `vision_model`).
-VISION_TOWER = re.compile(r"(^|\.)(visual|vision_tower|vision_model)\.")
 
 
 # ---- model -----------------------------------------------------------------------------
@@ -97,7 +94,7 @@ def resolve_model_path(cfg: ModelConfig, output_dir: Path, accelerator: Accelera
 
 def compute_dtype(cfg: ModelConfig, device: torch.device) -> torch.dtype:
     """The dtype forward passes run in (``model.dtype``, auto: bf16 on GPU, fp32 on CPU)."""
-    return default_dtype(device) if cfg.dtype == "auto" else getattr(torch, cfg.dtype)
+    return resolve_dtype(cfg.dtype, device)
 
 
 def build_model(
@@ -119,7 +116,8 @@ def build_model(
 
     Returns:
         A ``PeftModel`` with a trainable adapter (``lora_rank > 0``; on an 8/4-bit base
-        with ``load_in_8bit`` / ``load_in_4bit``: QLoRA), else the model with every weight
+        with ``load_in_8bit`` / ``load_in_4bit``: QLoRA; every trainable weight float32,
+        ``modules_to_save`` included: :func:`upcast_trainable`), else the model with every weight
         trainable (float32 master weights: mixed precision, and the vision tower frozen
         with ``freeze_vision_tower``); in eval mode.
     """
@@ -171,6 +169,10 @@ def build_model(
         if reference_adapter is not None:
             model.load_adapter(str(reference_adapter), REFERENCE_ADAPTER, is_trainable=False)
             model.set_adapter("default")
+        if upcast_trainable(model) and adapter is not None:
+            # The saved float32 weights went into the bf16 copies first: load them again,
+            # exactly (a resumed run continues bit-identical).
+            peft.set_peft_model_state_dict(model, peft.utils.load_peft_weights(str(adapter)))
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         if cfg.lora_rank > 0:
@@ -181,6 +183,34 @@ def build_model(
 
 def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
     return [p for p in model.parameters() if p.requires_grad]
+
+
+def upcast_trainable(model: torch.nn.Module) -> bool:
+    """Make every trainable weight of ``model`` a float32 master weight; returns whether
+    any was not.
+
+    peft creates its ``modules_to_save`` copies (e.g. ``lm_head``) in the base model's
+    dtype: AdamW on bf16 weights rounds most small updates away (at lr 1e-5, one step
+    moved 15.5% of the tiny model's ``lm_head``). The LoRA matrices are float32 already
+    (peft's ``autocast_adapter_dtype``). Forward passes then run under autocast
+    (:func:`needs_autocast`).
+    """
+    low = [p for p in trainable_parameters(model) if p.dtype != torch.float32]
+    for p in low:
+        p.data = p.data.float()
+    return bool(low)
+
+
+def needs_autocast(cfg: ModelConfig, compute_dtype: torch.dtype) -> bool:
+    """Whether forward passes need ``torch.autocast`` to ``compute_dtype``: float32
+    master weights next to a lower compute dtype (full fine-tuning, or the modules LoRA
+    trains in full; a quantized base has its own float32 layers, as before)."""
+    if compute_dtype == torch.float32:
+        return False
+    if cfg.lora_rank == 0:
+        return True
+    quantized = cfg.load_in_8bit or cfg.load_in_4bit
+    return bool(cfg.lora_modules_to_save) and not quantized
 
 
 @contextlib.contextmanager
@@ -356,11 +386,11 @@ class TrainingRun:
             lr=config.optim.learning_rate,
             weight_decay=config.optim.weight_decay,
         )
-        self.scheduler = get_scheduler(
-            config.optim.lr_scheduler,
+        self.scheduler = iteration_scheduler(
             self.optimizer,
-            num_warmup_steps=config.optim.warmup_iterations,
-            num_training_steps=config.iterations,
+            config.optim.lr_scheduler,
+            warmup_iterations=config.optim.warmup_iterations,
+            iterations=config.iterations,
         )
         if checkpoint is not None:
             saved = ckpt.load_optimizer(checkpoint, self.scheduler)
@@ -434,8 +464,9 @@ class TrainingRun:
         return kept
 
     def autocast(self) -> contextlib.AbstractContextManager:
-        """Forward passes of full fine-tuning in ``model.dtype`` over float32 weights."""
-        if self.config.model.lora_rank > 0 or self.compute_dtype == torch.float32:
+        """Forward passes in ``model.dtype`` over float32 master weights (full fine-tuning,
+        LoRA's ``modules_to_save``): see :func:`needs_autocast`."""
+        if not needs_autocast(self.config.model, self.compute_dtype):
             return contextlib.nullcontext()
         return torch.autocast(self.accelerator.device.type, dtype=self.compute_dtype)
 
@@ -691,7 +722,8 @@ class TrainingRun:
 
 def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfig) -> Policy:
     """The rollout policy on the vLLM server: ``model_name`` (an adapter it serves),
-    sampled with every field of ``rollout`` sent explicitly."""
+    sampled with every field of ``rollout`` sent explicitly; a response without token
+    ids raises :class:`~uirl_agents.policies.openai_compat.TokenIdsMissingError`."""
     from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
 
     r = config.rollout
@@ -708,6 +740,9 @@ def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfi
             max_tokens=r.max_new_tokens,
             max_concurrency=config.env.num_envs,
             extra_body=vllm_sampling_fields(r.extra_body),
+            # The updates train on the sampled ids: a step without them is no sample
+            # (GRPO would train on nothing, PPO only its value head).
+            require_token_ids=True,
         )
     )
 

@@ -93,8 +93,9 @@ class ModelConfig:
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = param(
         "auto",
         help="Compute dtype; auto: bfloat16 on GPU, float32 on CPU. With LoRA the frozen base "
-        "weights are stored in it (the adapter stays float32); full fine-tuning keeps float32 "
-        "master weights and runs forward passes under autocast to it (mixed precision).",
+        "weights are stored in it (the adapter and lora_modules_to_save stay float32, the "
+        "latter with forward passes under autocast); full fine-tuning keeps float32 master "
+        "weights and runs forward passes under autocast to it (mixed precision).",
     )
     load_in_8bit: bool = param(
         False,
@@ -226,16 +227,20 @@ class OptimConfig:
         16384, help="Token budget of one forward/backward (padded prompt + completion tokens)."
     )
     grad_accumulation_steps: int = param(
-        1, help="Micro-batches accumulated into one optimizer step."
+        1,
+        help="Micro-batches accumulated into one optimizer step, on the process with the most "
+        "(it sets the number of steps; every process deals its data out over all of them).",
     )
     max_grad_norm: float = param(1.0, help="Clip the global gradient norm to this; 0: no clipping.")
     lr_scheduler: Literal["constant", "constant_with_warmup", "linear", "cosine"] = param(
         "constant",
-        help="Learning-rate schedule over iterations (transformers' get_scheduler), stepped "
-        "once per iteration and saved with checkpoints.",
+        help="Learning-rate schedule over iterations (transformers' schedules after the "
+        "warm-up), stepped once per iteration and saved with checkpoints.",
     )
     warmup_iterations: int = param(
-        0, help="Iterations over which the learning rate rises linearly from 0."
+        0,
+        help="Iterations over which the learning rate rises linearly: iteration i < W runs at "
+        "(i + 1) / (W + 1) of it (none at 0). Not with lr_scheduler: constant.",
     )
 
 
@@ -496,6 +501,12 @@ class TrainConfig:
         )
         _check(o.max_grad_norm >= 0, "optim.max_grad_norm", ">= 0", o.max_grad_norm)
         _check(o.warmup_iterations >= 0, "optim.warmup_iterations", ">= 0", o.warmup_iterations)
+        if o.warmup_iterations and o.lr_scheduler == "constant":
+            raise ValueError(
+                f"optim.warmup_iterations = {o.warmup_iterations} does nothing with "
+                "optim.lr_scheduler: constant: set optim.lr_scheduler: constant_with_warmup "
+                "(or linear, cosine), or optim.warmup_iterations: 0"
+            )
         _check(self.checkpoint.every >= 1, "checkpoint.every", ">= 1", self.checkpoint.every)
         _check(
             self.checkpoint.keep_last >= 1,

@@ -10,9 +10,9 @@ preset's kind. The result is the exact list of module names handed to peft.
 
 from __future__ import annotations
 
-import re
-
 import torch
+
+from uirl_agents.model_parts import NOT_LANGUAGE
 
 ATTENTION = frozenset({"q_proj", "k_proj", "v_proj", "o_proj"})
 MLP = frozenset({"gate_proj", "up_proj", "down_proj", "fc1", "fc2"})
@@ -22,11 +22,6 @@ PRESET_KINDS: dict[str, frozenset[str] | None] = {
     "attention+mlp": ATTENTION | MLP,
     "all-linear": None,  # every linear layer of the language model
 }
-# Not the language model: the vision encoder, the projector between the two, the head.
-_NOT_LANGUAGE = re.compile(
-    r"(^|\.)(visual|vision_tower|vision_model|multi_modal_projector|mm_projector|connector"
-    r"|lm_head)(\.|$)"
-)
 
 
 def lora_target_modules(
@@ -63,7 +58,7 @@ def lora_target_modules(
         name
         for name, module in model.named_modules()
         if isinstance(module, torch.nn.Linear)
-        and not _NOT_LANGUAGE.search(name)
+        and not NOT_LANGUAGE.search(name)
         and (kinds is None or name.rsplit(".", 1)[-1] in kinds)
     )
     if not names:

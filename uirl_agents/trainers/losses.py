@@ -211,6 +211,9 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     """Per-token k3 estimate of KL(policy || reference) on tokens sampled from the policy.
 
     ``k3 = exp(ref - lp) - (ref - lp) - 1`` (Schulman's unbiased, always >= 0 estimator).
+    Its value estimates KL(policy || reference); as a loss on tokens sampled from the
+    policy, its expected gradient is the reverse KL's, KL(reference || policy)
+    (``(1 - exp(ref - lp)) * grad lp`` per token; tests/test_trainers.py).
     """
     delta = ref_logprobs - logprobs
     return torch.exp(delta) - delta - 1.0

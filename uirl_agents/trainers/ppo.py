@@ -5,10 +5,10 @@ another update. Per iteration, on the episodes just collected (per-step rewards:
 env's dense reward mode gives one at every step):
 
 1. **States.** Every model step is a sample (its exact prompt and sampled ids, as in
-   GRPO: :func:`~uirl_agents.trainers.grpo.token_sample`); a step that cannot be trained
+   GRPO: :func:`~uirl_agents.trainers.scoring.token_sample`); a step that cannot be trained
    on, and the state a truncated episode stopped in (``Episode.final_prompt``), are
    value-only samples (no completion).
-2. **Score.** GRPO's scoring pass (:func:`~uirl_agents.trainers.grpo.score_samples`)
+2. **Score.** GRPO's scoring pass (:func:`~uirl_agents.trainers.scoring.score_samples`)
    gives the old logprobs and, from the same forward pass, every state's value
    ``V(s_t)`` (:class:`~uirl_agents.trainers.value.ValueHead`).
 3. **GAE** per episode (``ppo.gamma``, ``ppo.lam``): bootstrapped from the value of the
@@ -36,14 +36,14 @@ import torch
 
 from uirl_agents.trainers.common import TrainingRun
 from uirl_agents.trainers.config import GRPOConfig
-from uirl_agents.trainers.grpo import (
+from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
+from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
     grpo_loss,
     score_samples,
     token_sample,
     vision_token_ids,
 )
-from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
 from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
 from uirl_agents.trajectories import Episode
 

@@ -28,15 +28,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-# A module under the vision encoder (see common.VISION_TOWER); its blocks stay in the
-# root unit, so that a text-only forward pass gathers the same units as one with images.
-_VISION = re.compile(r"(^|\.)(visual|vision_tower|vision_model)(\.|$)")
+from uirl_agents.model_parts import VISION_TOWER
 
 
 def launched_with_fsdp() -> bool:
@@ -84,10 +81,12 @@ def shard_model(model: torch.nn.Module, compute_dtype: torch.dtype) -> int:
             "FSDP does not know what to shard it by"
         )
     policy = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
+    # The vision tower's blocks stay in the root unit, so that a text-only forward pass
+    # gathers the same units as one with images.
     layers = [
         module
         for name, module in root.named_modules()
-        if type(module).__name__ in layer_classes and not _VISION.search(name)
+        if type(module).__name__ in layer_classes and not VISION_TOWER.search(name)
     ]
     for layer in layers:
         fully_shard(layer, mp_policy=policy)

@@ -1,0 +1,141 @@
+"""The import graph of ``uirl_agents`` (read with ``ast``, nothing imported): no circles,
+and no module imports another's private names.
+
+Every import counts, at the top of a module or inside a function, type-only ones too:
+an import put in a function to dodge a circle at load time is still a circle in the
+design (issue 23: ``push.py`` and ``trainers/common.py``, ``grpo.py`` and ``ppo.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = "uirl_agents"
+
+
+def module_names() -> dict[str, Path]:
+    """``uirl_agents.x.y`` -> its file, for every module of the package."""
+    modules = {}
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        modules[".".join(parts)] = path
+    return modules
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports(module: str, path: Path) -> Iterator[tuple[str, str | None, int]]:
+    """``(imported module, imported name or None, line)`` for every import in ``path``."""
+    is_package = path.name == "__init__.py"
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            source = _resolve(node, module, is_package)
+            for alias in node.names:
+                yield source, alias.name, node.lineno
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (``from pkg import sub`` names the
+    submodule when there is one)."""
+    modules = module_names()
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for module, path in modules.items():
+        for source, name, _ in imports(module, path):
+            target = f"{source}.{name}" if f"{source}.{name}" in modules else source
+            if target in modules and target != module:
+                graph[module].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One circle per strongly connected component of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    graph = import_graph()
+    assert len(graph) > 30 and "uirl_agents.trainers.grpo" in graph
+    found = cycles(graph)
+    details = [
+        f"{' <-> '.join(c)}: "
+        + "; ".join(f"{a} -> {b}" for a in c for b in sorted(graph[a]) if b in c)
+        for c in found
+    ]
+    assert not found, "import circles:\n" + "\n".join(details)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    """Neither ``from uirl_agents.x import _name`` nor ``x._name`` on a module of ours."""
+    modules = module_names()
+    offences = []
+    for module, path in modules.items():
+        aliases = set()  # local names bound to a module of the package
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                aliases |= {a.asname for a in node.names if a.asname and a.name in modules}
+            elif isinstance(node, ast.ImportFrom):
+                source = _resolve(node, module, path.name == "__init__.py")
+                for alias in node.names:
+                    if f"{source}.{alias.name}" in modules:
+                        aliases.add(alias.asname or alias.name)
+                    elif source.startswith(PACKAGE) and _private(alias.name):
+                        offences.append(f"{path.relative_to(ROOT)}:{node.lineno}: {alias.name}")
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and _private(node.attr)
+            ):
+                offences.append(
+                    f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}"
+                )
+    assert not offences, "private names used across modules:\n" + "\n".join(offences)

@@ -1,0 +1,403 @@
+"""AnthropicPolicy: Claude through the Messages API and its ``computer`` tool.
+
+Wire shapes (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/computer-use-tool):
+
+- ``POST {ANTHROPIC_BASE_URL}/v1/messages`` with headers ``x-api-key``,
+  ``anthropic-version: 2023-06-01`` and ``anthropic-beta`` (``computer-use-2025-01-24``
+  for the ``computer_20250124`` tool), body ``{"model", "max_tokens", "system", "tools":
+  [{"type": "computer_20250124", "name": "computer", "display_width_px": W,
+  "display_height_px": H}], "messages": [...]}``.
+- The first user message is the instruction and the screenshot (an ``image`` block,
+  ``{"type": "base64", "media_type": "image/png", "data": ...}``).
+- The reply's ``content`` holds ``text`` and ``tool_use`` blocks (``{"id", "name":
+  "computer", "input": {"action": ..., "coordinate": [x, y], ...}}``); it goes back as
+  the assistant turn, unchanged. The next user message holds one ``tool_result`` per
+  ``tool_use`` (``tool_use_id``, ``content``, ``is_error``): the screenshot after the
+  turn's last call rides on the last result (every result with
+  ``screenshot_every_call``). Screenshots older than the latest ``max_images`` are
+  replaced by a text placeholder (the context stays bounded, as in Anthropic's demo).
+- A reply without ``tool_use`` ends the episode (``finish``).
+- ``usage``: ``input_tokens``, ``output_tokens``, ``cache_read_input_tokens``,
+  ``cache_creation_input_tokens``.
+
+Actions: ``left_click``, ``right_click``, ``double_click``, ``triple_click``,
+``mouse_move``, ``left_click_drag`` (``start_coordinate`` -> ``coordinate``, or from
+the pointer), ``type`` (split in chunks the env takes), ``key`` (xdotool syntax,
+translated; ``"ctrl+a Delete"`` is two env steps), ``scroll`` (``scroll_direction``,
+``scroll_amount`` in wheel notches), ``screenshot``, ``wait`` and ``cursor_position``
+(a ``screenshot`` step; the latter answers ``X=.., Y=..``). ``middle_click``,
+``left_mouse_down``/``up``, ``hold_key``, ``zoom`` and clicks with held modifiers
+(``text``) have no env action: invalid, returned as tool errors.
+
+Screen scaling: Anthropic recommends XGA (1024x768) or less; the 1280x800 screen is
+shown at 1024x640 (:meth:`ScreenScaler.fit`), the display size the tool declares.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from uirl_agents.cost import normalize_usage
+from uirl_agents.policies.cua import (
+    ComputerUsePolicy,
+    Conversation,
+    JsonPoster,
+    ScreenScaler,
+    ToolCall,
+    TransportConfig,
+    Turn,
+    png_base64,
+    vendor_credentials,
+)
+from uirl_gym.actions import MAX_SCROLL_AMOUNT, MAX_TEXT_LENGTH, Action, ActionType, parse_keys
+
+logger = logging.getLogger(__name__)
+
+API_KEY_ENV = "ANTHROPIC_API_KEY"
+BASE_URL_ENV = "ANTHROPIC_BASE_URL"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+API_VERSION = "2023-06-01"
+# Tool version -> the beta header that enables it.
+TOOL_BETAS = {
+    "computer_20241022": "computer-use-2024-10-22",
+    "computer_20250124": "computer-use-2025-01-24",
+    "computer_20251124": "computer-use-2025-11-24",
+}
+XGA = (1024, 768)
+CLICKS = {
+    "left_click": ActionType.LEFT_CLICK,
+    "right_click": ActionType.RIGHT_CLICK,
+    "double_click": ActionType.DOUBLE_CLICK,
+    "triple_click": ActionType.TRIPLE_CLICK,
+}
+IMAGE_PLACEHOLDER = "[an earlier screenshot, removed to keep the context short]"
+
+SYSTEM_PROMPT = (
+    "You control a computer whose screen shows one web application in a browser without "
+    "an address bar; the screen is {w}x{h} pixels. Use the computer tool to do the task. "
+    "Act directly: the screenshot after your actions comes back with the tool results. "
+    "When the task is done, reply with a short message and no tool call."
+)
+
+# xdotool key names (as in Anthropic's demo) -> the env's names (uirl_gym.actions).
+XDOTOOL_KEYS = {
+    "return": "Enter", "kp_enter": "NumpadEnter", "backspace": "Backspace",
+    "page_up": "PageUp", "page_down": "PageDown", "prior": "PageUp", "next": "PageDown",
+    "super_l": "MetaLeft", "super_r": "MetaRight", "control_l": "ControlLeft",
+    "control_r": "ControlRight", "shift_l": "ShiftLeft", "shift_r": "ShiftRight",
+    "alt_l": "AltLeft", "alt_r": "AltRight", "meta_l": "MetaLeft", "meta_r": "MetaRight",
+    "menu": "ContextMenu", "kp_add": "NumpadAdd", "kp_subtract": "NumpadSubtract",
+    "kp_multiply": "NumpadMultiply", "kp_divide": "NumpadDivide",
+    "kp_decimal": "NumpadDecimal", **{f"kp_{i}": f"Numpad{i}" for i in range(10)},
+    "minus": "-", "equal": "=", "comma": ",", "period": ".", "slash": "/",
+    "backslash": "\\", "semicolon": ";", "apostrophe": "'", "grave": "`",
+    "bracketleft": "[", "bracketright": "]", "plus": "+", "asterisk": "*",
+    "underscore": "_", "question": "?", "exclam": "!", "at": "@",
+}  # fmt: skip
+
+
+def xdotool_combos(text: str) -> list[str]:
+    """xdotool ``key`` syntax -> env key combinations, one per space-separated group.
+
+    Raises:
+        ValueError: empty, or a key the env has no name for.
+    """
+    groups = text.split()
+    if not groups:
+        raise ValueError("key: expected xdotool keys such as 'ctrl+a' or 'Return', got ''")
+    combos = []
+    for group in groups:
+        parts = group.split("+") if group != "+" else ["+"]
+        combo = "+".join(XDOTOOL_KEYS.get(p.lower(), p) for p in parts)
+        parse_keys(combo)  # fails here with the env's own message
+        combos.append(combo)
+    return combos
+
+
+def text_chunks(text: str) -> list[str]:
+    """``text`` in pieces the env's ``type`` takes (at most MAX_TEXT_LENGTH each)."""
+    if not text:
+        return [""]
+    return [text[i : i + MAX_TEXT_LENGTH] for i in range(0, len(text), MAX_TEXT_LENGTH)]
+
+
+@dataclass
+class AnthropicPolicyConfig:
+    """How :class:`AnthropicPolicy` talks to the Messages API.
+
+    The API key comes from ``ANTHROPIC_API_KEY`` only (it is never a config field, so
+    it is never written with the config); the base URL from ``ANTHROPIC_BASE_URL``.
+    """
+
+    model: str = "claude-sonnet-4-5"
+    max_tokens: int = 1024
+    """Longest reply (text and tool calls) per turn."""
+    tool_version: str = "computer_20250124"
+    """The computer tool's type; its beta header follows (TOOL_BETAS)."""
+    display: tuple[int, int] | None = None
+    """The display the model sees; None: the screen fitted into XGA (1024x640)."""
+    max_images: int = 3
+    """Screenshots kept in the conversation (the latest ones)."""
+    prompt_caching: bool = False
+    """Mark the latest user turn ``cache_control: ephemeral``, so each request reads the
+    conversation so far from Anthropic's prompt cache (0.1x the input price) and writes
+    the new turn (1.25x). Screenshots are then dropped in chunks of ``max_images``
+    (keeping ``max_images`` to ``2 * max_images - 1``): the cached prefix changes only
+    when a chunk goes, not every turn."""
+    screenshot_every_call: bool = False
+    """Attach the screenshot after each call to its result, not only the turn's last."""
+    system_prompt: str = SYSTEM_PROMPT
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Merged into every request body (e.g. ``{"thinking": {...}}``)."""
+    transport: TransportConfig = field(default_factory=TransportConfig)
+
+    def __post_init__(self) -> None:
+        if self.tool_version not in TOOL_BETAS:
+            raise ValueError(
+                f"tool_version: expected one of {sorted(TOOL_BETAS)}, got {self.tool_version!r}"
+            )
+        if self.max_images < 1:
+            raise ValueError(f"max_images: expected >= 1, got {self.max_images}")
+
+
+class AnthropicPolicy(ComputerUsePolicy):
+    """Claude with the ``computer`` tool (see the module docstring for the protocol).
+
+    Attributes:
+        name: ``anthropic:MODEL``.
+        config: :class:`AnthropicPolicyConfig`.
+        url: the messages endpoint.
+        scaler: screen <-> the tool's display.
+
+    Raises:
+        ValueError: ``ANTHROPIC_API_KEY`` is not set.
+    """
+
+    def __init__(self, config: AnthropicPolicyConfig | None = None) -> None:
+        self.config = c = config or AnthropicPolicyConfig()
+        key, base = vendor_credentials((API_KEY_ENV,), BASE_URL_ENV, DEFAULT_BASE_URL, "Anthropic")
+        self.url = base + "/v1/messages"
+        self.name = f"anthropic:{c.model}"
+        headers = {
+            "x-api-key": key,
+            "anthropic-version": API_VERSION,
+            "anthropic-beta": TOOL_BETAS[c.tool_version],
+            "content-type": "application/json",
+        }
+        scaler = ScreenScaler(*c.display) if c.display else ScreenScaler.fit(*XGA)
+        super().__init__(scaler, JsonPoster(headers, c.transport), c.transport)
+
+    def tool(self) -> dict[str, Any]:
+        return {
+            "type": self.config.tool_version,
+            "name": "computer",
+            "display_width_px": self.scaler.width,
+            "display_height_px": self.scaler.height,
+            "display_number": 1,
+        }
+
+    def _request(self, conv: Conversation, screenshot: np.ndarray) -> dict[str, Any]:
+        c = self.config
+        messages: list[dict[str, Any]] = conv.state.setdefault("messages", [])
+        if not messages:
+            content = [{"type": "text", "text": conv.instruction}, _image_block(screenshot)]
+            messages.append({"role": "user", "content": content})
+        else:
+            assert conv.turn is not None
+            results = []
+            calls = conv.turn.calls
+            for k, call in enumerate(calls):
+                last = k == len(calls) - 1
+                content: list[dict[str, Any]] = []
+                if call.error:
+                    content.append({"type": "text", "text": call.error})
+                elif call.output_text:
+                    content.append({"type": "text", "text": call.output_text})
+                if last:
+                    content.append(_image_block(screenshot))
+                elif c.screenshot_every_call and call.screenshot is not None:
+                    content.append(_image_block(self.scaler.image(call.screenshot)))
+                result: dict[str, Any] = {"type": "tool_result", "tool_use_id": call.call_id}
+                result["content"] = content or [{"type": "text", "text": "done"}]
+                if call.error:
+                    result["is_error"] = True
+                results.append(result)
+            messages.append({"role": "user", "content": results})
+        if c.prompt_caching:
+            if _count_images(messages) >= 2 * c.max_images:
+                _prune_images(messages, c.max_images)
+            _mark_cache_breakpoint(messages)
+        else:
+            _prune_images(messages, c.max_images)
+        body = {
+            "model": c.model,
+            "max_tokens": c.max_tokens,
+            "system": c.system_prompt.format(w=self.scaler.width, h=self.scaler.height),
+            "tools": [self.tool()],
+            "messages": messages,
+        }
+        conv.state["images_sent"] = _count_images(messages)
+        return body | c.extra_body
+
+    def _parse(self, conv: Conversation, response: dict[str, Any]) -> Turn:
+        content = response.get("content") or []
+        conv.state["messages"].append({"role": "assistant", "content": content})
+        texts, calls = [], []
+        pointer = conv.pointer
+        for block in content:
+            if block.get("type") == "text":
+                texts.append(block.get("text", ""))
+            elif block.get("type") == "tool_use":
+                call = self._map_call(block, pointer)
+                calls.append(call)
+                for action in call.actions:
+                    if action.x is not None and action.y is not None:
+                        pointer = (
+                            (action.end_x, action.end_y)
+                            if action.end_x is not None
+                            else (action.x, action.y)
+                        )
+        usage = normalize_usage(response.get("usage") or {})
+        if usage is not None:
+            # Anthropic's estimate: an image costs about width * height / 750 tokens.
+            per_image = self.scaler.width * self.scaler.height // 750
+            usage["image_tokens"] = per_image * conv.state.get("images_sent", 0)
+        return Turn(calls, text="\n".join(texts), usage=usage, stop=response.get("stop_reason"))
+
+    def _map_call(self, block: dict[str, Any], pointer: tuple[int, int] | None) -> ToolCall:
+        raw = block.get("input") or {}
+        call = ToolCall(call_id=str(block.get("id", "")), raw=dict(raw))
+        if block.get("name") != "computer":
+            call.error = f"UnknownTool: {block.get('name')!r}; the only tool is 'computer'"
+            return call
+        try:
+            call.actions = self._actions(raw, pointer, call)
+        except (ValueError, TypeError) as exc:
+            call.error = f"{type(exc).__name__}: {exc}"
+            call.actions = []
+        return call
+
+    def _actions(
+        self, raw: dict[str, Any], pointer: tuple[int, int] | None, call: ToolCall
+    ) -> list[Action]:
+        """One vendor action -> env actions (raises ValueError when it has none)."""
+        action = raw.get("action")
+        if action in CLICKS or action in ("mouse_move", "left_click_drag"):
+            return [self._pointer_action(raw, pointer)]
+        if action == "type":
+            text = raw.get("text")
+            if not isinstance(text, str):
+                raise ValueError(f"type: expected a text string, got {text!r}")
+            return [Action(ActionType.TYPE, text=chunk) for chunk in text_chunks(text)]
+        if action == "key":
+            return [Action(ActionType.KEYS, keys=k) for k in xdotool_combos(raw.get("text") or "")]
+        if action == "scroll":
+            return [self._scroll(raw)]
+        if action in ("screenshot", "wait"):
+            return [Action(ActionType.SCREENSHOT)]
+        if action == "cursor_position":
+            if pointer is None:
+                call.output_text = "The cursor position is not known yet."
+            else:
+                mx, my = self.scaler.to_model(*pointer)
+                call.output_text = f"X={mx},Y={my}"
+            return [Action(ActionType.SCREENSHOT)]
+        raise ValueError(
+            f"action {action!r} is not supported here; supported: left_click, right_click, "
+            "double_click, triple_click, mouse_move, left_click_drag, type, key, scroll, "
+            "screenshot, wait, cursor_position"
+        )
+
+    def _pointer_action(self, raw: dict[str, Any], pointer: tuple[int, int] | None) -> Action:
+        action = raw["action"]
+        where = raw.get("coordinate")
+        if raw.get("text"):
+            raise ValueError(
+                f"{action} with held keys {raw['text']!r} is not supported: the env clicks "
+                "without modifiers; use key for shortcuts instead"
+            )
+        if action == "mouse_move":
+            return Action(ActionType.MOUSE_MOVE, *self.point(where))
+        if action == "left_click_drag":
+            start = raw.get("start_coordinate")
+            x, y = (
+                self.point(start, "start_coordinate")
+                if start is not None
+                else _known(pointer, action)
+            )
+            end_x, end_y = self.point(where)
+            return Action(ActionType.DRAG, x, y, end_x=end_x, end_y=end_y)
+        x, y = self.point(where) if where is not None else _known(pointer, action)
+        return Action(CLICKS[action], x, y)
+
+    def _scroll(self, raw: dict[str, Any]) -> Action:
+        if raw.get("text"):
+            raise ValueError("scroll with held keys is not supported: the env scrolls plain")
+        amount = raw.get("scroll_amount", 3)
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
+            raise ValueError(f"scroll_amount: expected a positive integer, got {amount!r}")
+        where = raw.get("coordinate")
+        x, y = self.point(where) if where is not None else (None, None)
+        return Action(
+            ActionType.SCROLL,
+            x,
+            y,
+            direction=raw.get("scroll_direction"),
+            amount=min(amount, MAX_SCROLL_AMOUNT),
+        )
+
+
+def _known(pointer: tuple[int, int] | None, action: Any) -> tuple[int, int]:
+    if pointer is None:
+        raise ValueError(f"{action}: no coordinate and the pointer is not known yet")
+    return pointer
+
+
+def _image_block(image: np.ndarray) -> dict[str, Any]:
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": "image/png", "data": png_base64(image)},
+    }
+
+
+def _blocks(messages: list[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """Every content list that may hold images, oldest first (tool results nest them)."""
+    for message in messages:
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        yield content
+        for block in content:
+            if block.get("type") == "tool_result" and isinstance(block.get("content"), list):
+                yield block["content"]
+
+
+def _count_images(messages: list[dict[str, Any]]) -> int:
+    return sum(b.get("type") == "image" for content in _blocks(messages) for b in content)
+
+
+def _mark_cache_breakpoint(messages: list[dict[str, Any]]) -> None:
+    """``cache_control`` on the last block of the latest user turn only (the API takes
+    at most 4 breakpoints; one that moves forward reads everything before it)."""
+    for message in messages:
+        if message["role"] == "user" and isinstance(message["content"], list):
+            for block in message["content"]:
+                block.pop("cache_control", None)
+    messages[-1]["content"][-1]["cache_control"] = {"type": "ephemeral"}
+
+
+def _prune_images(messages: list[dict[str, Any]], keep: int) -> None:
+    """Replace all but the latest ``keep`` images with a text placeholder, in place."""
+    excess = _count_images(messages) - keep
+    for content in _blocks(messages):
+        for k, block in enumerate(content):
+            if excess <= 0:
+                return
+            if block.get("type") == "image":
+                content[k] = {"type": "text", "text": IMAGE_PLACEHOLDER}
+                excess -= 1
