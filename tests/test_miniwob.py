@@ -23,7 +23,7 @@ from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import SessionClient, SessionError
 from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.base import SessionInfo
-from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks import TASK_GROUPS, TASKS, expand_tasks, task_spec
 from uirl_gym.tasks.miniwob import miniwob_tasks
 
@@ -58,13 +58,25 @@ SOLVED = (
 
 
 @pytest.fixture(scope="module")
-def sessions(runtime: LocalRuntime) -> Iterator[list[SessionInfo]]:
-    infos = [runtime.acquire(), runtime.acquire()]
+def mw_runtime() -> Iterator[LocalRuntime]:
+    """This module's own sessions: they end on MiniWoB++ tasks, which other tests that
+    reset without naming a task must not inherit from the shared pool."""
+    rt = LocalRuntime(LocalRuntimeConfig(startup_timeout_s=120))
+    try:
+        yield rt
+    finally:
+        rt.close()
+
+
+@pytest.fixture(scope="module")
+def sessions(mw_runtime: LocalRuntime) -> Iterator[list[SessionInfo]]:
+    mw_runtime.start_many(2)
+    infos = [mw_runtime.acquire(), mw_runtime.acquire()]
     try:
         yield infos
     finally:
         for info in infos:
-            runtime.release(info, healthy=True)
+            mw_runtime.release(info, healthy=True)
 
 
 @pytest.fixture(scope="module")
@@ -254,11 +266,11 @@ def test_the_page_is_served_from_the_wheel(sessions: list[SessionInfo]) -> None:
         assert r.status_code == 404, bad
 
 
-def test_miniwob_and_own_tasks_mix_in_one_vector_env(runtime: LocalRuntime) -> None:
+def test_miniwob_and_own_tasks_mix_in_one_vector_env(mw_runtime: LocalRuntime) -> None:
     from uirl_gym.vector import SessionVectorEnv
 
     envs = SessionVectorEnv(
-        2, runtime=runtime, tasks={"simple_data_entry": 1.0, "miniwob.click-test": 1.0}
+        2, runtime=mw_runtime, tasks={"simple_data_entry": 1.0, "miniwob.click-test": 1.0}
     )
     try:
         seen = set()
