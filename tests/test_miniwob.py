@@ -26,35 +26,15 @@ from uirl_gym.runtimes.base import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks import TASK_GROUPS, TASKS, expand_tasks, task_spec
 from uirl_gym.tasks.miniwob import miniwob_tasks
+from uirl_gym.tasks.miniwob.expert import SOLVED_TASKS
 
 pytestmark = pytest.mark.skipif(not miniwob_tasks(), reason="the miniwob wheel is not installed")
 
 SEED = 11
 SOLVER_SEEDS = (0, 1)
-# Tasks of every kind the expert solves (clicks, checkboxes and radios, typing and
-# multi-field forms, a select, drags, a slider, scrolling, multi-step tab search).
-SOLVED = (
-    "click-test",
-    "click-test-2",
-    "click-button",
-    "click-button-sequence",
-    "click-link",
-    "click-dialog",
-    "click-dialog-2",
-    "click-tab",
-    "click-tab-2",
-    "click-checkboxes",
-    "click-option",
-    "click-collapsible-nodelay",
-    "enter-text",
-    "enter-password",
-    "login-user",
-    "focus-text-2",
-    "choose-list",
-    "drag-box",
-    "use-slider",
-    "scroll-text-2",
-)
+# Every task the expert knows, of every kind: clicks, checkboxes and radios, typing and
+# multi-field forms, a select, drags, a slider, scrolling, multi-step tab search.
+SOLVED = sorted(SOLVED_TASKS)
 
 
 @pytest.fixture(scope="module")

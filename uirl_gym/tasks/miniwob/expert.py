@@ -4,8 +4,8 @@
 It plans one action (or a short macro) from what the page shows, plays it and plans
 again (:class:`~uirl_gym.tasks.expert.MacroExpert`), so a macro that did not land (a
 menu still closing, a slider off by one) is corrected from the next state. Tasks it
-knows: :data:`SOLVED_TASKS` (clicks, checkboxes and radios, typing and forms, a native
-select, drags, a slider, scrolling); others raise ``ValueError`` at construction.
+knows: :data:`SOLVED_TASKS` (27: clicks, checkboxes and radios, typing and forms, a
+native select, drags, a slider, scrolling); others raise ``ValueError`` at construction.
 """
 
 from __future__ import annotations
@@ -156,6 +156,20 @@ def _enter_text(o: Oracle) -> list[Action]:
     return [*_type_into(field["box"], text), _submit(o)]
 
 
+def _enter_text_2(o: Oracle) -> list[Action]:
+    (text,) = _quoted(o["utterance"])
+    text = text.lower() if "lower case" in o["utterance"] else text.upper()
+    field = _by_id(o, "tt")
+    assert field is not None
+    return [*_type_into(field["box"], text), _submit(o)]
+
+
+def _focus_text(o: Oracle) -> list[Action]:
+    field = _by_id(o, "tt")
+    assert field is not None
+    return [click(field["box"])]
+
+
 def _enter_password(o: Oracle) -> list[Action]:
     (password,) = _quoted(o["utterance"])
     actions = []
@@ -276,7 +290,14 @@ PLANNERS: dict[str, Callable[[], Callable[[Oracle], list[Action]]]] = {
     "click-checkboxes": lambda: _click_checkboxes,
     "click-option": lambda: _click_option,
     "click-collapsible-nodelay": lambda: _click_collapsible,
+    "click-test-transfer": lambda: _click_named_button,
+    "click-checkboxes-large": lambda: _click_checkboxes,
+    "click-checkboxes-transfer": lambda: _click_checkboxes,
+    "unicode-test": lambda: _click_named_button,
     "enter-text": lambda: _enter_text,
+    "enter-text-2": lambda: _enter_text_2,
+    "enter-text-dynamic": lambda: _enter_text,
+    "focus-text": lambda: _focus_text,
     "enter-password": lambda: _enter_password,
     "login-user": lambda: _login_user,
     "focus-text-2": lambda: _focus_text_2,
