@@ -213,6 +213,32 @@ def test_zoom_and_time_limit_options(env: UIEnv) -> None:
     assert terminated and reward == -1.0 and info["progress"]["reason"] == "timed out"
 
 
+def test_a_small_screen_through_the_crop_wrapper(sessions: list[SessionInfo]) -> None:
+    """zoom 2 and TopLeftCrop: 320x420 observations, the same pixels as the screen."""
+    import gymnasium as gym
+
+    from uirl_gym.wrappers import TopLeftCrop
+
+    inner = gym.make(
+        "uirl/miniwob.click-test-v0", base_url=sessions[1].base_url, default_options={"zoom": 2}
+    )
+    env = TopLeftCrop(inner, 320, 420)
+    try:
+        obs, _ = env.reset(seed=SEED)
+        assert obs["screenshot"].shape == (420, 320, 3) and env.observation_space.contains(obs)
+        sample = env.action_space.sample()
+        assert sample["x"] < 320 and sample["y"] < 420
+        button = next(e for e in env.unwrapped.oracle()["elements"] if e["id"] == "subbtn")
+        x, y, w, h = button["box"]
+        assert x + w <= 320 and y + h <= 420
+        _, reward, terminated, _, _ = env.step(
+            Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2)
+        )
+        assert reward == 1.0 and terminated
+    finally:
+        env.close()
+
+
 @pytest.mark.parametrize(
     ("options", "message"),
     [
