@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,6 @@ logger = logging.getLogger("train_trl")
 
 def load_model(name: str, output_dir: Path) -> tuple[Any, Any]:
     """The model and its processor, ready for tool calling (``tiny-<family>``: built here)."""
-    from accelerate import PartialState
-
     from uirl_agents.integrations.tool_templates import use_tool_chat_template
     from uirl_agents.models import load_model_and_processor
     from uirl_agents.tiny_model import build_tiny_model, tiny_family
@@ -37,9 +37,16 @@ def load_model(name: str, output_dir: Path) -> tuple[Any, Any]:
     family = tiny_family(name)
     if family is not None:
         path = output_dir / f"tiny-{family}"
-        with PartialState().main_process_first():  # one process builds, the others load
-            if not (path / "config.json").exists():
-                build_tiny_model(family, path)
+        if not path.exists():
+            output_dir.mkdir(parents=True, exist_ok=True)
+            # Every process builds the same (seeded) model aside and renames it into
+            # place; the first rename wins, so no process reads a half-written folder.
+            aside = Path(tempfile.mkdtemp(dir=output_dir, prefix=f".tiny-{family}-"))
+            build_tiny_model(family, aside)
+            try:
+                aside.rename(path)
+            except OSError:  # another process's copy is in place
+                shutil.rmtree(aside)
         name = str(path)
     model, processor = load_model_and_processor(name, device="cpu")
     return model, use_tool_chat_template(processor)

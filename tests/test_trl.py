@@ -46,13 +46,15 @@ from uirl_gym.runtimes.local import descendant_pids  # noqa: E402
 pytestmark = [pytest.mark.train, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
-# A scroll the env refuses (no such direction), with its invalid-action penalty: a
-# rollout's reward counts its parsed calls, and a group's rollouts differ (the tiny model
-# does not always write a parseable call).
-CALLS = [{"name": "scroll", "arguments": {"x": 40, "y": 30, "direction": "sideways"}}]
-# Cold-start steps that make each tiny model write parseable calls most of the time (the
-# Qwen2.5-VL tokenizer was not trained on tool-call JSON: more tokens to learn).
-COLD_START_STEPS = {"qwen3-vl": 150, "qwen2.5-vl": 300}
+# Two scrolls that differ in one word: "down" runs, "sideways" is refused with the env's
+# invalid-action penalty. The taught model picks either at temperature 1, so a group's
+# rollouts earn different rewards (a GRPO update then has something to move).
+CALLS = [
+    {"name": "scroll", "arguments": {"x": 40, "y": 30, "direction": direction}}
+    for direction in ("down", "sideways")
+]
+# Cold-start steps that make each tiny model write parseable calls most of the time.
+COLD_START_STEPS = {"qwen3-vl": 300, "qwen2.5-vl": 300}
 ENV_OPTIONS = {"max_steps": 3, "screenshot_size": (320, 200), "task_options": {"num_rows": 1}}
 
 
@@ -294,7 +296,7 @@ def test_the_same_class_plays_through_an_openenv_server(openenv_url: str) -> Non
 
 def test_two_processes_train_with_their_own_sessions_to_equal_weights(tmp_path: Path) -> None:
     config = yaml.safe_load((ROOT / "scripts/configs/trl_tiny_cpu.yaml").read_text())
-    config["tool_call_cold_start"] = {"steps": 150, "calls": CALLS}
+    config["tool_call_cold_start"] = {"steps": 300, "calls": CALLS}
     config["grpo"]["max_steps"] = 2
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
