@@ -13,22 +13,26 @@ task instance: task seed 0, sheet row 2; sparse reward, success = the env's
 2. **GRPO** from the cold-start adapter (``train_grpo.py --model.adapter_path``), with
    the failed episodes' negative advantages switched off
    (``grpo.negative_advantage_scale: 0`` in the config: at full weight they lower the
-   success rate here);
+   success rate here) and the replay of successes on (``grpo.replay: true``: without
+   it, GRPO sank to 0 on some seeds);
 3. **baseline**: the same GRPO command with a learning rate of 1e-12 (the optimizer
    must get a positive one): the cold-start policy sampled for as many iterations.
 
+``--seeds 0,1,2,3,4`` runs phases 2 and 3 once per seed (``--seed``; ``--jobs`` seeds at
+once), all from the one cold start, and reports per seed and pooled over the seeds.
 ``--algorithm ppo`` runs phases 2 and 3 as PPO (a value head and GAE, ``train_grpo.py
---algorithm ppo``; the same config otherwise; it learns at ``-- --optim.learning_rate
-0.0005``). ``--replay`` runs phase 2 twice, without and with ``grpo.replay``;
-``--cold-start-epochs`` makes a weaker or stronger starting policy; arguments after
-``--`` go to every run of phases 2 and 3. Every phase runs with one torch thread
-(``OMP_NUM_THREADS=1`` unless set): the runs are then deterministic.
+--algorithm ppo``; the same config otherwise, without the replay; it learns at ``--
+--optim.learning_rate 0.0005``). ``--compare-replay`` runs phase 2 twice, with
+``grpo.replay`` (the config's) and without; ``--cold-start-epochs`` makes a weaker or
+stronger starting policy; arguments after ``--`` go to every run of phases 2 and 3.
+Every phase runs with one torch thread (``OMP_NUM_THREADS=1`` unless set): the runs
+are then deterministic.
 
 Then writes ``learning_curves.png`` and ``learning_curves.md`` (the numbers, and each
-trained run against the baseline, and with ``--replay`` against each other, pooled
-over the iterations after the first update, with a one-sided Fisher exact test) in
-the output dir. Measured results: docs/training.md,
-"Learning demo". Each run's log is ``<output dir>/<phase>.log``.
+trained run against the baseline, and with ``--compare-replay`` against each other,
+pooled over the iterations after the first update, with a one-sided Fisher exact test;
+then over the seeds) in the output dir. Measured results: docs/training.md, "Learning
+demo". Each run's log is ``<output dir>/[seed_<s>/]<phase>.log``.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from uirl_agents.trainers.metrics import read_metrics
@@ -104,9 +109,9 @@ def curve(out: Path) -> dict[int, dict[str, float]]:
     return dict(sorted(steps.items()))
 
 
-def table(name: str, points: dict[int, dict[str, float]], seconds: float) -> str:
+def table(name: str, points: dict[int, dict[str, float]], seconds: float | None) -> str:
     lines = [
-        f"**{name}** ({seconds / 60:.1f} min)",
+        f"**{name}**" + ("" if seconds is None else f" ({seconds / 60:.1f} min)"),
         "",
         "| iteration | success rate | mean return | invalid-action rate |",
         "|---:|---:|---:|---:|",
@@ -179,16 +184,45 @@ def plot(cold: dict, runs: dict[str, dict], path: Path, updates: str = "updates"
     fig.savefig(path, dpi=100)
 
 
-def trained_arms(algorithm: str, replay: bool, out: Path) -> dict[str, tuple[Path, list[str]]]:
+def trained_arms(
+    algorithm: str, compare_replay: bool, out: Path
+) -> dict[str, tuple[Path, list[str]]]:
     """Phases 2 and 3: ``{label: (output folder, arguments of its own)}``, the baseline
-    last; every arm also gets the common arguments."""
+    last; every arm also gets the common arguments (:func:`common_args`)."""
     name = algorithm.upper()
     arms = {name: (out / algorithm, [])}
-    if replay:
-        arms[f"{name} + replay"] = (out / f"{algorithm}_replay", ["--grpo.replay", "true"])
+    if compare_replay:
+        arms[f"{name} without replay"] = (
+            out / f"{algorithm}_no_replay",
+            ["--grpo.replay", "false"],
+        )
     baseline = ["--optim.learning_rate", BASELINE_LR]
     arms[f"baseline (lr {BASELINE_LR})"] = (out / "baseline", baseline)
     return arms
+
+
+def common_args(algorithm: str, iterations: int | None, overrides: list[str]) -> list[str]:
+    """The arguments every run of phases 2 and 3 gets. tiny_task.yaml's GRPO replays
+    successes (``grpo.replay: true``); PPO forms no groups to replay into, so its runs
+    switch it off."""
+    common = [] if iterations is None else ["--iterations", str(iterations)]
+    common += ["--algorithm", algorithm]
+    if algorithm == "ppo":
+        common += ["--grpo.replay", "false"]
+    return [*common, *overrides]
+
+
+def seed_list(text: str) -> list[int]:
+    """``"0,1,2"`` -> ``[0, 1, 2]``: distinct integers."""
+    try:
+        seeds = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of integers: {text!r}"
+        ) from None
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"a seed is repeated: {text!r}")
+    return seeds
 
 
 def parse_cli(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
@@ -210,9 +244,9 @@ def parse_cli(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[s
         help="phases 2 and 3: GRPO, or PPO (value head + GAE)",
     )
     parser.add_argument(
-        "--replay",
+        "--compare-replay",
         action="store_true",
-        help="phase 2 twice: GRPO without and with grpo.replay (the replay of successes)",
+        help="phase 2 twice: GRPO as configured (grpo.replay on) and without the replay",
     )
     parser.add_argument(
         "--cold-start-epochs",
@@ -220,11 +254,26 @@ def parse_cli(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[s
         default=COLD_START_EPOCHS,
         help="SFT epochs of the cold start: fewer make a weaker starting policy",
     )
+    parser.add_argument(
+        "--seeds",
+        type=seed_list,
+        default=[0],
+        help="comma-separated run seeds for phases 2 and 3 (e.g. 0,1,2,3,4): per-seed "
+        "tables, then the successes pooled over seeds; default: 0",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="seeds run at once (one torch thread each)"
+    )
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="run nothing: write the report from the runs already in --output-dir",
+    )
     argv = sys.argv[1:] if argv is None else list(argv)
     split = argv.index("--") if "--" in argv else len(argv)
     args, overrides = parser.parse_args(argv[:split]), argv[split + 1 :]
-    if args.replay and args.algorithm == "ppo":
-        parser.error("--replay compares GRPO with and without it: PPO has no replay")
+    if args.compare_replay and args.algorithm == "ppo":
+        parser.error("--compare-replay compares GRPO with and without it: PPO has no replay")
     from uirl_agents.trainers.cli import parse_args as parse_config_args
     from uirl_agents.trainers.config import GRPOConfig
 
@@ -232,47 +281,170 @@ def parse_cli(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[s
     common = ["--config", str(CONFIG), "--output-dir", str(args.output_dir)]
     parse_config_args(
         GRPOConfig,
-        [*common, "--algorithm", args.algorithm, *overrides],
+        [*common, *common_args(args.algorithm, None, overrides)],
         "learning demo overrides",
     )
     return args, overrides
 
 
+def run_seed(
+    seed: int, arms: dict[str, tuple[Path, list[str]]], common: list[str], warm: Path
+) -> dict[Path, float]:
+    """Phases 2 and 3 for one seed, from the shared cold-start adapter: each run's wall
+    time, by output folder."""
+    seconds = {}
+    for label, (folder, extra) in arms.items():
+        print(f"seed {seed}: {label} from the cold-start adapter", flush=True)
+        args = ["--seed", str(seed), "--model.adapter_path", str(warm), *extra]
+        seconds[folder] = run("train_grpo.py", folder, *common, *args)
+    return seconds
+
+
+def pooled_curve(per_seed: list[dict[int, dict[str, float]]]) -> dict[int, dict[str, float]]:
+    """One arm's curve over seeds: per iteration, the success and invalid-action rates
+    and the mean return averaged over the seeds that reached it (episodes summed)."""
+    points: dict[int, dict[str, float]] = {}
+    for step in sorted({s for points in per_seed for s in points}):
+        at = [p[step] for p in per_seed if step in p]
+        points[step] = {k: sum(m[k] for m in at) / len(at) for k in KEYS if all(k in m for m in at)}
+        points[step][EPISODES] = sum(m.get(EPISODES, 0.0) for m in at)
+    return points
+
+
+def seed_summary(by_seed: dict[int, dict[str, dict]], trained: list[str], baseline: str) -> str:
+    """A table, one row per seed: each arm's successes after the first update, and
+    each trained arm's one-sided Fisher p against that seed's baseline."""
+    head = ["seed", *trained, baseline, *(f"p ({t} > baseline)" for t in trained)]
+    lines = ["| " + " | ".join(head) + " |", "|---:" * len(head) + "|"]
+    for seed, curves in by_seed.items():
+        counts = {label: successes(points, 2) for label, points in curves.items()}
+        cells = [f"{counts[label][0]}/{counts[label][1]}" for label in (*trained, baseline)]
+        cells += [f"{fisher_one_sided(counts[t], counts[baseline]):.2g}" for t in trained]
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def seed_curves(by_seed: dict[int, dict[str, dict]]) -> str:
+    """Every seed's and arm's successes per iteration in one table (``k/n`` cells), with
+    the pooled count after the first update."""
+    steps = sorted({s for curves in by_seed.values() for c in curves.values() for s in c})
+    head = ["seed", "run", *map(str, steps), f"iterations 2-{steps[-1]}"]
+    lines = ["| " + " | ".join(head) + " |", "|---:|---|" + "---:|" * (len(head) - 2)]
+    for seed, curves in by_seed.items():
+        for label, points in curves.items():
+            cells = [
+                f"{round(points[s]['rollout/success_rate'] * points[s][EPISODES])}"
+                if s in points
+                else ""
+                for s in steps
+            ]
+            wins, total = successes(points, 2)
+            lines.append(f"| {seed} | {label} | " + " | ".join(cells) + f" | {wins}/{total} |")
+    return "\n".join(lines)
+
+
+def pooled_line(by_seed: dict[int, dict[str, dict]], name: str, baseline: str) -> str:
+    """``pooled over seeds: GRPO a/b, baseline c/d, one-sided Fisher p = X``, and how
+    many seeds the trained arm ends below its own baseline."""
+    g = [successes(curves[name], 2) for curves in by_seed.values()]
+    b = [successes(curves[baseline], 2) for curves in by_seed.values()]
+    gs, bs = (
+        (sum(x[0] for x in g), sum(x[1] for x in g)),
+        (sum(x[0] for x in b), sum(x[1] for x in b)),
+    )
+    below = [seed for seed, x, y in zip(by_seed, g, b, strict=True) if x[0] < y[0]]
+    return (
+        f"pooled over seeds {','.join(map(str, by_seed))} (iterations 2-last): {name} "
+        f"{gs[0]}/{gs[1]}, baseline {bs[0]}/{bs[1]}, one-sided Fisher p = "
+        f"{fisher_one_sided(gs, bs):.2g}; seeds below their baseline: "
+        f"{', '.join(map(str, below)) or 'none'}"
+    )
+
+
 def main() -> None:
     args, overrides = parse_cli()
-    name = args.algorithm.upper()
     out = args.output_dir.resolve()
     out.mkdir(parents=True, exist_ok=True)
-    common = [] if args.grpo_iterations is None else ["--iterations", str(args.grpo_iterations)]
-    common += ["--algorithm", args.algorithm, *overrides]
-    arms = trained_arms(args.algorithm, args.replay, out)
-
+    common = common_args(args.algorithm, args.grpo_iterations, overrides)
     cold_dir, warm = out / "cold_start", out / "cold_start_adapter"
-    print("cold start: SFT on the expert's demonstrations", flush=True)
-    cold_start = cold_start_args(args.cold_start_epochs)
-    seconds = {"cold start": run("train_rs.py", cold_dir, *cold_start)}
-    shutil.rmtree(warm, ignore_errors=True)
-    shutil.copytree(cold_dir / "checkpoints" / "iter_000001" / "adapter", warm)
-    for label, (folder, extra) in arms.items():
-        print(f"{label} from the cold-start adapter", flush=True)
-        seconds[label] = run(
-            "train_grpo.py", folder, *common, "--model.adapter_path", str(warm), *extra
-        )
+    seed_arms = {
+        seed: trained_arms(args.algorithm, args.compare_replay, out / f"seed_{seed}")
+        for seed in args.seeds
+    }
+    seconds: dict[Path, float | None] = {}
+    if not args.report_only:
+        print("cold start: SFT on the expert's demonstrations", flush=True)
+        seconds[cold_dir] = run("train_rs.py", cold_dir, *cold_start_args(args.cold_start_epochs))
+        shutil.rmtree(warm, ignore_errors=True)
+        shutil.copytree(cold_dir / "checkpoints" / "iter_000001" / "adapter", warm)
+
+        # Seeds run --jobs at a time: one torch thread each, so the curves do not depend
+        # on how many run together.
+        def one(seed: int) -> dict[Path, float]:
+            (out / f"seed_{seed}").mkdir(exist_ok=True)
+            return run_seed(seed, seed_arms[seed], common, warm)
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            for times in pool.map(one, args.seeds):
+                seconds.update(times)
+    report(out, args, seed_arms, seconds)
+
+
+def report(
+    out: Path,
+    args: argparse.Namespace,
+    seed_arms: dict[int, dict[str, tuple[Path, list[str]]]],
+    seconds: dict[Path, float | None],
+) -> None:
+    """``learning_curves.md`` and ``.png`` from the runs' metrics files."""
+    name = args.algorithm.upper()
+    cold_dir = out / "cold_start"
+    folders = [cold_dir, *(f for arms in seed_arms.values() for f, _ in arms.values())]
+    missing = [str(f) for f in folders if not (f / "metrics.jsonl").is_file()]
+    if missing:
+        sys.exit(f"no metrics.jsonl in {', '.join(missing)}: run the demo with these options")
     cold = curve(cold_dir)
-    curves = {label: curve(folder) for label, (folder, _) in arms.items()}
-    plot(cold, curves, out / "learning_curves.png", f"{name} updates")
-    *trained, baseline = curves
+    by_seed = {
+        seed: {label: curve(folder) for label, (folder, _) in arms.items()}
+        for seed, arms in seed_arms.items()
+    }
+    labels = list(next(iter(seed_arms.values())))
+    *trained, baseline = labels
+    pooled = {label: pooled_curve([c[label] for c in by_seed.values()]) for label in labels}
+    many = len(args.seeds) > 1
+    plot(
+        cold,
+        {
+            f"{label} (mean of {len(args.seeds)} seeds)" if many else label: pooled[label]
+            for label in labels
+        },
+        out / "learning_curves.png",
+        f"{name} updates",
+    )
     text = [
         f"Iteration k: the rollouts sampled with the weights after k - 1 updates ({name} "
         "iteration 1: the cold-start policy). The cold start's iteration 1 samples the "
-        "random model; its update is SFT on the expert's demonstrations.",
-        table("Cold start (expert iteration, 1 iteration)", cold, seconds["cold start"]),
-        *(table(label, curves[label], seconds[label]) for label in curves),
-        *(comparison(curves[t], curves[baseline], t) for t in trained),
+        "random model; its update is SFT on the expert's demonstrations. Every seed starts "
+        "from the same cold start.",
+        table("Cold start (expert iteration, 1 iteration)", cold, seconds.get(cold_dir)),
     ]
-    if args.replay:
-        text.append(comparison(curves[trained[1]], curves[trained[0]], trained[1], trained[0]))
-    text.append(f"Total: {sum(seconds.values()) / 60:.1f} min.")
+    for seed, curves in by_seed.items():
+        text.append(f"### Seed {seed}")
+        arms = seed_arms[seed]
+        text += [table(label, curves[label], seconds.get(arms[label][0])) for label in labels]
+        text += [comparison(curves[t], curves[baseline], t) for t in trained]
+        if args.compare_replay:
+            text.append(comparison(curves[trained[0]], curves[trained[1]], trained[0], trained[1]))
+    text.append("### Over seeds")
+    text.append("Successes per iteration (of the episodes each iteration sampled):")
+    text.append(seed_curves(by_seed))
+    text.append(seed_summary(by_seed, trained, baseline))
+    text += [pooled_line(by_seed, t, baseline) for t in trained]
+    if args.compare_replay:
+        text.append(pooled_line(by_seed, trained[0], trained[1]))
+    known = [t for t in seconds.values() if t is not None]
+    if known:
+        text.append(f"Total: {sum(known) / 60:.1f} min of runs.")
     (out / "learning_curves.md").write_text("\n\n".join(text) + "\n")
     print("\n\n".join(text))
     print(f"\nwrote {out / 'learning_curves.png'} and {out / 'learning_curves.md'}")

@@ -56,22 +56,26 @@ def test_each_phase_config_loads(tmp_path: Path) -> None:
     # The fixed task instance, and a baseline that differs only in its learning rate.
     assert (grpo.env.task_seed, grpo.env.rows) == (0, [2])
     assert grpo.eval.episodes == 0
-    # What makes GRPO learn here (docs/training.md): the negatives off, 4 groups an iteration.
-    assert grpo.grpo.negative_advantage_scale == 0
+    # What makes GRPO learn here (docs/training.md): the negatives off, the replay on, 4
+    # groups an iteration.
+    assert grpo.grpo.negative_advantage_scale == 0 and grpo.grpo.replay
     assert grpo.rollout.episodes_per_iteration == 4 * grpo.rollout.group_size
     assert 0 < baseline.optim.learning_rate < 1e-9
     baseline.optim.learning_rate = grpo.optim.learning_rate
     assert baseline == grpo
-    # --replay: a second trained arm that differs from the first only by grpo.replay.
+    # --compare-replay: a second trained arm that differs from the first only by grpo.replay.
     arms = demo["trained_arms"]("grpo", True, tmp_path)
     assert list(arms)[-1].startswith("baseline") and len(arms) == 3
-    replay_args = arms["GRPO + replay"][1]
-    with_replay, _ = parse_args(
-        GRPOConfig, [*common, "--model.adapter_path", str(tmp_path), *replay_args], "replay"
+    no_replay_args = arms["GRPO without replay"][1]
+    without, _ = parse_args(
+        GRPOConfig, [*common, "--model.adapter_path", str(tmp_path), *no_replay_args], "plain"
     )
-    assert with_replay.grpo.replay
-    with_replay.grpo.replay = False
-    assert with_replay == grpo
+    assert not without.grpo.replay
+    without.grpo.replay = True
+    assert without == grpo
+    # PPO runs the same config without the replay (PPO refuses it).
+    ppo, _ = parse_args(GRPOConfig, [*common, *demo["common_args"]("ppo", 6, [])], "ppo")
+    assert ppo.trains_value_head and not ppo.grpo.replay and ppo.iterations == 6
 
 
 def _write_metrics(run_dir: Path, success_rates: list[float], episodes: int) -> None:
@@ -124,9 +128,45 @@ def test_overrides_after_the_separator_are_checked_before_anything_runs(tmp_path
     for bad in (
         ["--", "--optim.learnig_rate", "0.0005"],  # no such field
         ["--", "--optim.learning_rate", "fast"],  # not a number
-        ["--replay", "--algorithm", "ppo"],  # PPO has no replay
+        ["--compare-replay", "--algorithm", "ppo"],  # PPO has no replay
         ["--replya"],  # the demo's own options are not passed on
     ):
         with pytest.raises(SystemExit):
             demo["parse_cli"]([*out, *bad])
     assert not (tmp_path / "demo").exists()  # nothing ran
+
+
+def test_report_over_seeds(tmp_path: Path) -> None:
+    demo = runpy.run_path(str(SCRIPT))
+    rates = {0: ([0.5, 1.0, 1.0], [0.5, 0.5, 0.5]), 1: ([0.25, 0.25, 0.0], [0.25, 0.5, 0.25])}
+    by_seed = {}
+    for seed, (grpo_rates, base_rates) in rates.items():
+        _write_metrics(tmp_path / f"{seed}g", grpo_rates, 16)
+        _write_metrics(tmp_path / f"{seed}b", base_rates, 16)
+        by_seed[seed] = {
+            "GRPO": demo["curve"](tmp_path / f"{seed}g"),
+            "baseline": demo["curve"](tmp_path / f"{seed}b"),
+        }
+    # Seed 0: 32/32 against 16/32; seed 1: 4/32 against 12/32 (below its baseline).
+    line = demo["pooled_line"](by_seed, "GRPO", "baseline")
+    assert "GRPO 36/64, baseline 28/64" in line
+    p = demo["fisher_one_sided"]((36, 64), (28, 64))
+    assert f"p = {p:.2g}" in line and 0.05 < p < 0.5
+    assert line.endswith("seeds below their baseline: 1")
+    summary = demo["seed_summary"](by_seed, ["GRPO"], "baseline")
+    assert "| 0 | 32/32 | 16/32 |" in summary and "| 1 | 4/32 | 12/32 |" in summary
+    curves = demo["seed_curves"](by_seed)
+    assert "| 0 | GRPO | 8 | 16 | 16 | 32/32 |" in curves
+    assert "| 1 | baseline | 4 | 8 | 4 | 12/32 |" in curves
+    # The mean curve: per iteration, rates averaged over seeds, episodes summed.
+    mean = demo["pooled_curve"]([by_seed[0]["GRPO"], by_seed[1]["GRPO"]])
+    assert mean[1]["rollout/success_rate"] == pytest.approx(0.375)
+    assert mean[3]["rollout/episodes"] == 32
+
+
+def test_seed_lists() -> None:
+    demo = runpy.run_path(str(SCRIPT))
+    assert demo["seed_list"]("0,1,2,3,4") == [0, 1, 2, 3, 4]
+    for bad in ("0,x", "1,1", ""):
+        with pytest.raises(Exception, match="integers|repeated"):
+            demo["seed_list"](bad)

@@ -171,9 +171,12 @@ def test_ppo_config_fields_and_errors() -> None:
     cfg = load_config(GRPOConfig, TINY_CPU, {"algorithm": "ppo", "rollout.group_size": "1"})
     assert cfg.trains_value_head and (cfg.ppo.gamma, cfg.ppo.lam) == (1.0, 0.95)
     assert not load_config(GRPOConfig, TINY_CPU).trains_value_head
-    # The learning demo's setting runs as PPO (scripts/learning_demo.py --algorithm ppo).
+    # The learning demo's setting runs as PPO (scripts/learning_demo.py --algorithm ppo
+    # switches its GRPO replay off).
     demo = load_config(
-        GRPOConfig, REPO / "scripts" / "configs" / "tiny_task.yaml", {"algorithm": "ppo"}
+        GRPOConfig,
+        REPO / "scripts" / "configs" / "tiny_task.yaml",
+        {"algorithm": "ppo", "grpo.replay": "false"},
     )
     assert demo.trains_value_head
     with pytest.raises(ValueError, match="GRPO needs >= 2 episodes per task instance"):
