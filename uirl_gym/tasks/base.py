@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
@@ -21,6 +22,43 @@ from urllib.parse import urlencode
 
 class TaskOptionsError(ValueError):
     """The reset options are not valid for this task."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the server and the env need to know about a task: a task package exports
+    one as ``TASK_SPEC`` (a task family: a function returning a list of them), and the
+    registry (:mod:`uirl_gym.tasks`) finds it there or through the ``uirl.tasks`` entry
+    point group of any installed package.
+
+    Attributes:
+        name: the task id (``LocalRuntimeConfig.task``, the server's ``--task``).
+        env_id: its Gymnasium id.
+        task: a new server-side task object.
+        rewards: the task's reward config class (default values when called bare).
+        scorer: ``scorer(first_progress, rewards)``: one episode's scorer.
+        check_options: refuses reset options before any round trip (``ValueError``).
+        expert: ``expert(**options)``: a scripted expert, with ``reset()`` and
+            ``next_action(oracle) -> Action`` (it reads ``/oracle``, acts through
+            agent actions only).
+        nondeterministic: the same seed may not give the same episode (Gymnasium's
+            ``EnvSpec.nondeterministic``; some MiniWoB++ pages).
+        family: the task family it belongs to (``"miniwob"``), None for a single task.
+        doc: the task's docs page (Markdown; its package docstring), which
+            ``scripts/gen_task_docs.py`` writes to ``docs/tasks/<name>.md``; None for a
+            family's tasks (the family has one page).
+    """
+
+    name: str
+    env_id: str
+    task: Callable[[], Task]
+    rewards: Callable[[], Any]
+    scorer: Callable[[Mapping[str, Any], Any], EpisodeScorer]
+    check_options: Callable[[Mapping[str, Any]], None]
+    expert: Callable[..., Any]
+    nondeterministic: bool = False
+    family: str | None = None
+    doc: str | None = None
 
 
 class Task(abc.ABC):
