@@ -13,6 +13,7 @@ exactly (or copying and pasting between the two apps), submitting and starting o
 | --- | --- | --- |
 | `rows` | 0-based data rows to copy (at most 20, no repeats) | drawn |
 | `num_rows` | how many random rows to copy (1..20) | 1 |
+| `row_pool` | draw the `num_rows` rows from this list of data rows (seeded; not with `rows`) | all rows |
 | `data_seed` | the sheet's data | drawn from the task seed |
 | `num_data_rows` | rows in the sheet (1..1000) | 100 |
 
