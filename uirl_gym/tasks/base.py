@@ -2,9 +2,10 @@
 
 A task owns its episode state (data, targets, the record of what was done), renders
 its web app, and reports progress from its own record, never from pixels. The session
-server is task-agnostic: it serves :meth:`Task.page_html` at ``/task/app``, hands the
-events the app records with ``await window.uirlRecord(event)`` (an in-browser binding,
-not an HTTP route, so no one outside the browser can fake a submission) to
+server is task-agnostic: it serves :meth:`Task.page_html` at ``/task/app`` and the page
+bridge every app loads at ``/task/uirl.js`` (:func:`bridge_script`), hands the events
+the app records with ``await uirl.record(event)`` (an in-browser binding, not an HTTP
+route, so no one outside the browser can fake a submission) to
 :meth:`Task.handle_event`, and answers ``/progress`` with :meth:`Task.progress` (to the
 holder of the session token; others get :meth:`Task.public_progress`).
 """
@@ -83,7 +84,8 @@ class Task(abc.ABC):
 
         Returns:
             ``{"instruction": str, "app_state": dict}``: the text for the agent and
-            the JSON the web app renders (passed to the page's ``uirlLoad``); optional
+            the JSON the web app renders (passed to the page's ``uirl.onLoad``
+            handler); optional
             ``"page_scale"`` (float, default 1): the browser zooms the page by it (pinch
             zoom: the page's layout is untouched, screen pixels map to page pixels
             divided by it).
@@ -93,7 +95,7 @@ class Task(abc.ABC):
         """
 
     def page_html(self) -> str:
-        """The web app's page: static, the episode's data arrives via ``uirlLoad``.
+        """The web app's page: static, the episode's data arrives via ``uirl.onLoad``.
 
         Default: ``static/app.html`` next to the task's module.
         """
@@ -115,7 +117,7 @@ class Task(abc.ABC):
 
     def page_loaded(self, result: Any, instruction: str) -> str:
         """The episode's page has rendered; ``result`` is what its ``uirlLoad`` returned
-        (JSON, null for most apps). Returns the episode's instruction: ``instruction``
+        (its ``uirl.onLoad`` handler's value, JSON; null for most apps). Returns the episode's instruction: ``instruction``
         (what :meth:`reset` gave) unless the page writes its own (MiniWoB++)."""
         return instruction
 
@@ -140,8 +142,16 @@ class Task(abc.ABC):
         """Privileged state for scripted experts and tests.
 
         Args:
-            page_state: what the app's ``uirlInspect()`` returned (element boxes, values).
+            page_state: what the app's ``uirl.onInspect`` handler returned (element
+                boxes, values).
         """
+
+
+@functools.cache
+def bridge_script() -> str:
+    """The page bridge every task app loads from ``/task/uirl.js`` (``static/uirl.js``):
+    ``uirl.onLoad``, ``uirl.record``, ``uirl.onInspect``, ``uirl.box`` (docs/tasks.md)."""
+    return resources.files(__package__).joinpath("static/uirl.js").read_text("utf-8")
 
 
 @functools.cache
