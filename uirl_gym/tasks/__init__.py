@@ -24,6 +24,8 @@ import importlib
 import importlib.metadata
 import logging
 import pkgutil
+import sys
+import types
 from collections.abc import Callable, Iterator
 
 from gymnasium.envs.registration import register, registry
@@ -100,6 +102,20 @@ def _entry_point_exports() -> Iterator[tuple[str, Callable[[], object]]]:
         yield f"entry point {point.name} = {point.value}", point.load
 
 
+def _importing(error: BaseException) -> bool:
+    """Whether a plug-in's load failed because its module is being imported right now
+    (the plug-in was imported before ``uirl_gym``, and its import of ``uirl_gym`` is what
+    loads the plug-ins): a missing name of a partially initialized module."""
+    if isinstance(error, AttributeError):
+        module = error.obj
+    elif isinstance(error, ImportError) and error.name is not None:
+        module = sys.modules.get(error.name)
+    else:
+        return False
+    spec = vars(module).get("__spec__") if isinstance(module, types.ModuleType) else None
+    return bool(spec is not None and spec._initializing)
+
+
 TASKS: dict[str, TaskSpec] = {}
 
 
@@ -142,9 +158,20 @@ def _load(exports: Iterator[tuple[str, Callable[[], object]]], *, plugins: bool)
         try:
             exported = load()
             specs = [] if exported is None else _specs_of(exported, source)
-        except Exception:
+        except Exception as exc:
             if not plugins:
                 raise
+            if _importing(exc):
+                # Not an error of the plug-in: tried again by the next discover_tasks().
+                _loaded.discard(source)
+                logger.warning(
+                    "task plug-in %s is being imported (it was imported before uirl_gym); "
+                    "its task is added once it has loaded, at the next lookup of a task "
+                    "(or call uirl_gym.tasks.discover_tasks()). Import uirl_gym first to "
+                    "have its Gymnasium id registered at once.",
+                    source,
+                )
+                continue
             logger.exception("task plug-in %s failed to load; skipped", source)
             continue
         added += [spec.name for spec in specs if _add(spec)]
@@ -211,6 +238,8 @@ def task_spec(name: str) -> TaskSpec:
     Raises:
         ValueError: unknown name (with the closest known one, if any).
     """
+    if name not in TASKS:
+        discover_tasks()  # a plug-in imported before uirl_gym, or installed since
     if name not in TASKS:
         close = difflib.get_close_matches(name, TASKS, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""

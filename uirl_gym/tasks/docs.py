@@ -4,22 +4,26 @@ The docstring is the page, Gymnasium-style: Markdown with at least the sections
 :data:`REQUIRED_SECTIONS` names (its options, its reward, its episode end). The page
 adds what every task shares, read from the code so it cannot drift: the observation
 and action spaces and the Gymnasium id's step limit. ``scripts/gen_task_docs.py``
-writes the pages to ``docs/tasks/<task>.md``; a test checks the checked-in ones are
-current.
+(``python -m uirl_gym.tasks.docs``, for a plug-in's own docs) writes the pages to
+``docs/tasks/<task>.md``; a test checks the checked-in ones are current.
 """
 
 from __future__ import annotations
 
+import argparse
 import inspect
+import logging
 import re
+from pathlib import Path
 
 from gymnasium import spaces
 
 from uirl_gym.actions import action_space
 from uirl_gym.env import observation_space
-from uirl_gym.tasks import MAX_EPISODE_STEPS
+from uirl_gym.tasks import MAX_EPISODE_STEPS, TASKS, task_spec
 from uirl_gym.tasks.base import TaskSpec
 
+logger = logging.getLogger(__name__)
 # (what the heading must contain, case-insensitive; what it is for)
 REQUIRED_SECTIONS = (
     ("options", "the reset options, with defaults and ranges"),
@@ -95,3 +99,33 @@ def task_page(spec: TaskSpec) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def write_pages(names: list[str], out: Path) -> list[Path]:
+    """Write the page of each task of ``names`` to ``out/<task>.md``; the paths.
+
+    Raises:
+        ValueError: an unknown task; TaskDocError: see :func:`check_doc`.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name in names:
+        path = out / f"{name}.md"
+        path.write_text(task_page(task_spec(name)), "utf-8")
+        logger.info("wrote %s", path)
+        paths.append(path)
+    return paths
+
+
+def main(argv: list[str] | None = None, default_out: Path = Path("docs/tasks")) -> None:
+    """``--task`` (repeatable; default: every task that has a doc) and ``--out``."""
+    p = argparse.ArgumentParser(description="Write each task's docs page from its docstring.")
+    p.add_argument("--task", action="append", help="default: every task that has a doc")
+    p.add_argument("--out", type=Path, default=default_out, help="the pages' folder")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    write_pages(args.task or sorted(n for n, s in TASKS.items() if s.doc), args.out)
+
+
+if __name__ == "__main__":
+    main()
