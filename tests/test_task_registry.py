@@ -95,3 +95,25 @@ def test_an_installed_package_adds_a_task_through_its_entry_point(tmp_path: Path
     assert out.stdout.splitlines() == ["uirl/PluginDemo-v0 plugin_demo False", "['plugin_demo']"]
     # The broken plug-in is named in the log and skipped; every other task still loads.
     assert "task plug-in entry point broken = uirl_plugin_demo:MISSING failed" in out.stderr
+
+
+def test_a_plugin_imported_before_uirl_gym_is_added_at_the_next_lookup(tmp_path: Path) -> None:
+    """Its import runs uirl_gym's, which loads the plug-ins while it is half done: it is
+    deferred with a warning (not dropped as broken) and found by the next lookup."""
+    _write_plugin(tmp_path)
+    code = textwrap.dedent(
+        """
+        import gymnasium as gym
+        import uirl_plugin_demo  # before uirl_gym: its first line imports uirl_gym
+        from uirl_gym.tasks import TASKS, task_spec
+        print("plugin_demo" in TASKS, task_spec("plugin_demo").env_id)
+        print(gym.spec("uirl/PluginDemo-v0").kwargs["task"])
+        """
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["False uirl/PluginDemo-v0", "plugin_demo"]
+    assert "demo = uirl_plugin_demo:TASK_SPEC is being imported" in out.stderr

@@ -113,6 +113,8 @@ def _importing(error: BaseException) -> bool:
     else:
         return False
     spec = vars(module).get("__spec__") if isinstance(module, types.ModuleType) else None
+    # ``_initializing``: what CPython's import system sets on a module's spec while the
+    # module runs, and reads for its own "partially initialized module" messages.
     return bool(spec is not None and spec._initializing)
 
 
