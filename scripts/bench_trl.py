@@ -130,7 +130,7 @@ def uirl_arm(out: Path, updates: int) -> dict[str, float]:
         "rollout.episodes_per_iteration": EPISODES,
         "rollout.group_size": GROUP,
         "env.max_steps": MAX_STEPS,
-        "env.num_rows": 1,
+        "env.task_options": "{simple_data_entry: {num_rows: 1}}",
         "env.reward_mode": "sparse",  # as TRL's arm
         "grpo.skip_zero_advantage": "false",  # train on every step, as TRL does
         "eval.episodes": 0,

@@ -54,7 +54,8 @@ def test_each_phase_config_loads(tmp_path: Path) -> None:
         "baseline",
     )
     # The fixed task instance, and a baseline that differs only in its learning rate.
-    assert (grpo.env.task_seed, grpo.env.rows) == (0, [2])
+    assert grpo.env.task_seed == 0
+    assert grpo.env.task_options == {"simple_data_entry": {"rows": [2]}}
     assert grpo.eval.episodes == 0
     # What makes GRPO learn here (docs/training.md): the negatives off, the replay on, 4
     # groups an iteration.

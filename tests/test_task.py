@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import pytest
 
-from uirl_gym.tasks import make_task
+from uirl_gym.tasks import TASKS, make_task
 from uirl_gym.tasks.base import TaskOptionsError
 from uirl_gym.tasks.simple_data_entry.data import generate_people
 from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
@@ -78,3 +79,26 @@ def test_submissions_are_matched_exactly_after_trimming() -> None:
 def test_unknown_task_suggests_a_name() -> None:
     with pytest.raises(ValueError, match="Did you mean 'simple_data_entry'"):
         make_task("simple_data_entri")
+
+
+def test_row_pool_draws_the_target_rows_from_the_pool() -> None:
+    """What the trainers' env.row_pool did, as a task option (drawn from the seed)."""
+    task = SimpleDataEntryTask()
+    pool = {"row_pool": [3, 5, 7], "num_rows": 2}
+
+    def targets(seed: int) -> tuple[int, ...]:
+        task.reset(seed, pool)
+        return tuple(task.progress()["target_rows"])
+
+    drawn = {targets(seed) for seed in range(20)}
+    assert drawn <= {(3, 5), (3, 7), (5, 7)} and len(drawn) > 1
+    assert targets(4) == targets(4)
+    for options, message in [
+        ({"row_pool": [1, 2], "rows": [1]}, "rows and row_pool are both given"),
+        ({"row_pool": [1], "num_rows": 2}, "1 distinct rows, fewer than num_rows = 2"),
+        ({"row_pool": [100]}, "row_pool: must be a list of data rows in 0..99"),
+    ]:
+        with pytest.raises(TaskOptionsError, match=re.escape(message)):
+            task.reset(0, options)
+        with pytest.raises(ValueError, match=re.escape(message)):
+            TASKS["simple_data_entry"].check_options(options)  # the env's check, the same

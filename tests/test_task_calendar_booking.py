@@ -10,10 +10,9 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import check_task_env, expert_after_random_actions, play, task_runtime
+from task_play import play, task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
-from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
@@ -200,15 +199,6 @@ def env(cb_runtime: LocalRuntime) -> Iterator[gym.Env]:
         e.close()
 
 
-def test_check_env(cb_runtime: LocalRuntime) -> None:
-    check_task_env(ENV_ID, cb_runtime)
-
-
-def test_env_refuses_bad_options_before_the_session(env: gym.Env) -> None:
-    with pytest.raises(ValueError, match=re.escape("weeks: must be an integer in 1..3")):
-        env.reset(seed=0, options={"weeks": 4})
-
-
 def _expert_episodes(env: gym.Env, seeds: range) -> list[int]:
     """The expert on each seed, options varied by seed; the steps each took."""
     steps = []
@@ -316,20 +306,3 @@ def test_extra_events_are_charged_and_the_expert_deletes_them(dense_env: gym.Env
     assert info["is_success"] and info["progress"]["num_events"] == 1
     # The extra charge refunded, the wrong fields paid; the attendee's calendar shown.
     assert total == pytest.approx(0.5 + 1.0 - 0.2 * matched + 0.01)
-
-
-def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
-    """Random clicks, keys and text first (dialogs, hidden calendars, other weeks); the
-    expert then still succeeds. The random agent's own success rate is measured for
-    docs/tasks/calendar_booking.md, not here."""
-    policy = RandomPolicy(seed=0)
-    for seed in range(2):
-        info = expert_after_random_actions(
-            env,
-            policy,
-            CalendarBookingExpert(),
-            seed=seed,
-            options={"split": "test"},
-            random_steps=15,
-        )
-        assert info is None or info["is_success"], (seed, info)

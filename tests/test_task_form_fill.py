@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,13 +11,11 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from gymnasium.utils.env_checker import check_env
 from task_play import task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
 from uirl_gym.tasks.form_fill.data import CLAIM_TYPES, FIELD_IDS, field_matches, generate_claim
@@ -152,20 +149,6 @@ def run_expert(env: gym.Env, expert: FormFillExpert) -> tuple[float, int, dict[s
         steps += 1
         if terminated or truncated:
             return total, steps, info
-
-
-def test_make_and_check_env(ff_runtime: LocalRuntime) -> None:
-    env = gym.make(ENV_ID, runtime=ff_runtime)
-    assert isinstance(env.unwrapped, UIEnv) and env.unwrapped.task == "form_fill"
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        check_env(env.unwrapped, skip_render_check=False)
-    env.close()
-
-
-def test_options_are_refused_before_any_round_trip(env: gym.Env) -> None:
-    with pytest.raises(ValueError, match=re.escape("num_fields: must be an integer in 3..8")):
-        env.reset(seed=0, options={"num_fields": 0})
 
 
 def _expert_episodes(env: gym.Env, seeds: range) -> list[tuple[dict[str, Any], int]]:

@@ -10,10 +10,9 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import check_task_env, expert_after_random_actions, oracle_env, play, task_runtime
+from task_play import oracle_env, play, task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
-from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
@@ -212,15 +211,6 @@ def env(shop_runtime: LocalRuntime) -> Iterator[gym.Env]:
         yield e
 
 
-def test_check_env(shop_runtime: LocalRuntime) -> None:
-    check_task_env(ENV_ID, shop_runtime)
-
-
-def test_env_refuses_bad_options_before_the_session(env: gym.Env) -> None:
-    with pytest.raises(ValueError, match=re.escape("num_items: must be an integer in 1..4")):
-        env.reset(seed=0, options={"num_items": 0})
-
-
 def _expert_episodes(env: gym.Env, seeds: range) -> Counter[str]:
     """The expert on each seed (every fifth one with four lines, three junk lines and the
     largest catalogue); the descriptions and junk that came up."""
@@ -331,18 +321,6 @@ def test_checkout_refuses_incomplete_orders_and_scores_a_wrong_one(env: gym.Env)
     assert reward == pytest.approx(6 * 0.25 - 2 * 0.5)  # (the potential had them already)
     o = env.unwrapped.oracle()
     assert o["view"] == "done" and o["cart"] == [] and o["order"]["fields"] == goal.fields
-
-
-def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
-    """Random clicks, keys and text first (facets, sorts, pages, cart changes); the
-    expert then still succeeds. The random agent's success rate itself is measured for
-    docs/tasks/shop_checkout.md, not here."""
-    policy = RandomPolicy(seed=0)
-    for seed in range(2):
-        info = expert_after_random_actions(
-            env, policy, ShopCheckoutExpert(), seed=seed, options={"split": "test"}, random_steps=15
-        )
-        assert info is None or info["is_success"], (seed, info)
 
 
 def test_expert_recovers_from_facets_a_stale_search_and_wrong_fields(env: gym.Env) -> None:

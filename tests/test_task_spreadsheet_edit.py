@@ -10,10 +10,9 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import check_task_env, expert_after_random_actions, oracle_env, play, task_runtime
+from task_play import oracle_env, play, task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
-from uirl_agents.policies.random import RandomPolicy
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
@@ -212,15 +211,6 @@ def env(se_runtime: LocalRuntime) -> Iterator[gym.Env]:
         yield e
 
 
-def test_check_env(se_runtime: LocalRuntime) -> None:
-    check_task_env(ENV_ID, se_runtime)
-
-
-def test_env_refuses_bad_options_before_the_session(env: gym.Env) -> None:
-    with pytest.raises(ValueError, match=re.escape("rows: must be an integer in 8..60")):
-        env.reset(seed=0, options={"rows": 4})
-
-
 def _expert_episodes(env: gym.Env, seeds: range) -> Counter[str]:
     """The expert on each seed (every fourth sheet long enough to scroll); the
     operations that came up."""
@@ -303,20 +293,3 @@ def test_stray_changes_are_charged_and_the_expert_undoes_them(env: gym.Env) -> N
     total, info, _actions = play(env, SpreadsheetEditExpert())
     assert info["is_success"] and info["progress"]["stray"] == []
     assert total == pytest.approx(2 * 0.5 + 2 * (1.0 + 0.1))
-
-
-def test_expert_recovers_from_random_actions(env: gym.Env) -> None:
-    """Random clicks, keys and text first (menus, stray edits, inserted or deleted rows);
-    the expert then still succeeds. The random agent's success rate itself is measured
-    for docs/tasks/spreadsheet_edit.md, not here."""
-    policy = RandomPolicy(seed=0)
-    for seed in range(2):
-        info = expert_after_random_actions(
-            env,
-            policy,
-            SpreadsheetEditExpert(),
-            seed=seed,
-            options={"split": "test", "num_edits": 2, "rows": 12},
-            random_steps=12,
-        )
-        assert info is None or info["is_success"], (seed, info)

@@ -240,9 +240,15 @@ def test_optimizer_state_saved_with_fsdp_is_not_loaded_without_it() -> None:
 
 
 def test_config_yaml_overrides_and_derived_fields() -> None:
-    cfg = load_config(GRPOConfig, TINY_CPU, {"optim.learning_rate": "1e-4", "env.rows": "[0, 3]"})
+    overrides = {
+        "optim.learning_rate": "1e-4",
+        "env.task_options": "{simple_data_entry: {rows: [0, 3]}}",
+    }
+    cfg = load_config(GRPOConfig, TINY_CPU, overrides)
     assert cfg.model.name == "tiny" and cfg.optim.learning_rate == 1e-4
-    assert cfg.env.rows == [0, 3] and cfg.grpo.kl_beta == 0.04
+    assert (
+        cfg.env.task_options == {"simple_data_entry": {"rows": [0, 3]}} and cfg.grpo.kl_beta == 0.04
+    )
     # The same file serves both trainers: each ignores the other one's section.
     assert load_config(RSConfig, TINY_CPU).rs.expert_episodes == 2
     # learning_rate None resolves by the kind of fine-tuning.
@@ -264,7 +270,11 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
         ({"rollout.episodes_per_iteration": "6"}, "multiple of rollout.group_size = 8"),
         ({"grpo.kl_beta": "0.1", "model.lora_rank": "0"}, "set model.lora_rank > 0"),
         ({"grpo.negative_advantage_scale": "-1"}, "grpo.negative_advantage_scale: expected >= 0"),
-        ({"env.rows": "[1]", "env.row_pool": "[1, 2]"}, "set one (or neither)"),
+        (
+            {"env.task_options": "{simple_data_entry: {rows: [1], row_pool: [1, 2]}}"},
+            "env.task_options.simple_data_entry: rows and row_pool are both given",
+        ),
+        ({"env.rows": "[2]"}, "env.task_options: {simple_data_entry: {rows: [2]}}"),
         ({"optim.warmup_iterations": "1"}, "set optim.lr_scheduler: constant_with_warmup"),
     ],
 )
@@ -322,7 +332,7 @@ def test_warm_up_trains_in_the_first_iteration_at_the_logged_rate(tmp_path: Path
 
 
 def test_episode_specs_are_a_function_of_seed_iteration_rank() -> None:
-    env = EnvConfig(row_pool=[0, 2, 4])
+    env = EnvConfig(task_options={"simple_data_entry": {"row_pool": [0, 2, 4]}})
 
     def specs(iteration: int, rank: int) -> list:
         return derive_specs(
@@ -340,7 +350,8 @@ def test_episode_specs_are_a_function_of_seed_iteration_rank() -> None:
     assert specs(1, 0) != specs(2, 0) and specs(1, 0) != specs(1, 1)
     first = specs(1, 0)
     assert first[0].seed == first[1].seed and first[0].group_id == first[1].group_id
-    assert all(s.options["rows"][0] in (0, 2, 4) for s in first)
+    assert {s.seed for s in first} != {first[0].seed}  # a task seed per group
+    assert all(s.options == {"row_pool": [0, 2, 4]} for s in first)
 
 
 # ---- the model side: LoRA, scoring, the losses -----------------------------------------

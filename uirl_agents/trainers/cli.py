@@ -91,11 +91,24 @@ def _coerce_scalar(value: Any, tp: Any, name: str) -> Any:
     raise ValueError(f"{name}: expected {getattr(tp, '__name__', tp)}, got {value!r}")
 
 
+# Fields that moved, with what to write instead: an old config fails with the fix.
+MOVED_FIELDS = {
+    f"env.{name}": (
+        f"SimpleDataEntry's {name!r} is a task option now, like any task's: set "
+        f"env.task_options: {{simple_data_entry: {{{name}: ...}}}} (e.g. env.rows: [2] -> "
+        "env.task_options: {simple_data_entry: {rows: [2]}}; docs/tasks/simple_data_entry.md)"
+    )
+    for name in ("rows", "num_rows", "row_pool")
+}
+
+
 def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     hints = _hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
+        if f"{prefix}{key}" in MOVED_FIELDS:
+            raise ValueError(f"config field '{prefix}{key}' moved: {MOVED_FIELDS[prefix + key]}")
         if key not in names:
             close = difflib.get_close_matches(key, names, n=1)
             hint = f"; did you mean '{prefix}{close[0]}'?" if close else ""

@@ -264,15 +264,7 @@ def derive_specs(
         task = "simple_data_entry"
         if weights is not None:
             task = tasks[int(rng.choice(len(tasks), p=weights / weights.sum()))]
-        if task != "simple_data_entry":
-            options: dict[str, Any] = dict((env.task_options or {}).get(task, {}))
-        elif env.rows is not None:
-            options = {"rows": list(env.rows)}
-        elif env.row_pool is not None:
-            rows = rng.choice(sorted(set(env.row_pool)), size=env.num_rows, replace=False)
-            options = {"rows": sorted(int(x) for x in rows)}
-        else:
-            options = {"num_rows": env.num_rows}
+        options: dict[str, Any] = dict((env.task_options or {}).get(task, {}))
         if weights is not None:
             options["task"] = task
         if stream == EVAL_STREAM:  # instances from the split no training run samples

@@ -138,22 +138,14 @@ class EnvConfig:
     )
     task_options: dict[str, dict[str, Any]] | None = param(
         None,
-        help="Task id -> reset options of that task's episodes (e.g. form_fill: "
-        "{num_fields: 4}); simple_data_entry's come from rows/num_rows/row_pool.",
+        help="Task id -> reset options of that task's episodes, as documented on its page "
+        "(docs/tasks/<task>.md), e.g. simple_data_entry: {rows: [2]}, form_fill: "
+        "{num_fields: 4}.",
     )
-    rows: list[int] | None = param(
-        None, help="0-based data rows every episode copies (a fixed task); None: drawn."
-    )
-    num_rows: int = param(1, help="Rows to copy per episode when `rows` is None.")
     task_seed: int | None = param(
         None,
         help="Every training episode uses this task seed (one fixed sheet); None: a new seed "
         "per task instance. Evaluation seeds stay held out either way.",
-    )
-    row_pool: list[int] | None = param(
-        None,
-        help="Draw the `num_rows` target rows from this list (per task instance, seeded); "
-        "None: the env draws from all rows.",
     )
     max_steps: int = param(30, help="An episode still running after this many steps ends.")
     reward_mode: Literal["sparse", "dense"] = param(
@@ -452,7 +444,6 @@ class TrainConfig:
             )
         _check(env.num_envs >= 1, "env.num_envs", ">= 1", env.num_envs)
         _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
-        _check(env.num_rows >= 1, "env.num_rows", ">= 1", env.num_rows)
         _check_tasks(env)
         if env.task_seed is not None:
             _check(
@@ -460,13 +451,6 @@ class TrainConfig:
                 "env.task_seed",
                 "in [0, 2**31) (seeds from 2**31 up are evaluation's)",
                 env.task_seed,
-            )
-        if env.rows is not None and env.row_pool is not None:
-            raise ValueError("env.rows and env.row_pool are both set: set one (or neither)")
-        if env.row_pool is not None and len(set(env.row_pool)) < env.num_rows:
-            raise ValueError(
-                f"env.row_pool has {len(set(env.row_pool))} distinct rows, fewer than "
-                f"env.num_rows = {env.num_rows}: add rows to the pool or lower env.num_rows"
             )
         _check(r.group_size >= 1, "rollout.group_size", ">= 1", r.group_size)
         if r.episodes_per_iteration < 1 or r.episodes_per_iteration % r.group_size:
@@ -659,11 +643,6 @@ def _check_tasks(env: EnvConfig) -> None:
         number = isinstance(weight, int | float) and not isinstance(weight, bool)
         _check(number and 0 < weight < float("inf"), f"env.tasks.{name}", "a number > 0", weight)
     for name, options in (env.task_options or {}).items():
-        if name == "simple_data_entry":
-            raise ValueError(
-                "env.task_options.simple_data_entry: its options come from env.rows, "
-                "env.num_rows and env.row_pool"
-            )
         try:
             spec = task_spec(name)
             if not isinstance(options, dict):

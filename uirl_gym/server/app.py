@@ -42,7 +42,7 @@ from uirl_gym.server.guards import (
     presented_token,
 )
 from uirl_gym.tasks import make_task, task_spec
-from uirl_gym.tasks.base import Task, TaskOptionsError
+from uirl_gym.tasks.base import Task, TaskOptionsError, bridge_script
 
 logger = logging.getLogger(__name__)
 
@@ -490,6 +490,12 @@ async def task_app(request: Request) -> HTMLResponse:
         raise HTTPException(status_code=404, detail=str(exc)) from None
     page = state.task_named(name).page_html()
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+
+@router.get("/task/uirl.js")
+async def task_bridge() -> Response:
+    """The page bridge every task app loads (``uirl_gym/tasks/static/uirl.js``)."""
+    return Response(bridge_script(), media_type="text/javascript")
 
 
 @router.get("/task/files/{task}/{path:path}")

@@ -1,8 +1,18 @@
-"""The tasks, by id: what the session server runs and how the env scores it.
+"""The task registry: every task by id, what the session server runs and how the env
+scores it.
 
 Each task has a server side (:class:`~uirl_gym.tasks.base.Task`: its web app, episode
-state and record) and an env side (an :class:`~uirl_gym.tasks.base.EpisodeScorer`
-and a reward config), and a Gymnasium id (``uirl/<TaskName>-v0``).
+state and record), an env side (an :class:`~uirl_gym.tasks.base.EpisodeScorer` and a
+reward config), a scripted expert and a Gymnasium id (``uirl/<TaskName>-v0``), all
+named by its :class:`~uirl_gym.tasks.base.TaskSpec`. Nothing here lists them: a task
+is a plug-in, found in one of two places (docs/tasks.md, "Adding a task"):
+
+- a subpackage of ``uirl_gym.tasks`` that exports ``TASK_SPEC`` (uirl's own tasks);
+- an entry point of group ``uirl.tasks`` of any installed package, naming the same
+  kind of object (``todo = "my_tasks.todo:TASK_SPEC"`` in its ``pyproject.toml``).
+
+``TASK_SPEC`` is a :class:`~uirl_gym.tasks.base.TaskSpec`, or for a task family a
+function returning a list of them (MiniWoB++: one per page of the installed wheel).
 """
 
 from __future__ import annotations
@@ -10,33 +20,38 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import functools
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+import importlib
+import importlib.metadata
+import logging
+import pkgutil
+import sys
+import types
+from collections.abc import Callable, Iterator
 
-from uirl_gym.tasks import miniwob
-from uirl_gym.tasks.base import EpisodeScorer, Task
-from uirl_gym.tasks.calendar_booking import score as calendar_booking_score
-from uirl_gym.tasks.calendar_booking.expert import CalendarBookingExpert
-from uirl_gym.tasks.calendar_booking.task import CalendarBookingTask
-from uirl_gym.tasks.form_fill import score as form_fill_score
-from uirl_gym.tasks.form_fill.expert import FormFillExpert
-from uirl_gym.tasks.form_fill.task import FormFillTask
-from uirl_gym.tasks.mail_triage import score as mail_triage_score
-from uirl_gym.tasks.mail_triage.expert import MailTriageExpert
-from uirl_gym.tasks.mail_triage.task import MailTriageTask
-from uirl_gym.tasks.settings_nav import score as settings_nav_score
-from uirl_gym.tasks.settings_nav.expert import SettingsNavExpert
-from uirl_gym.tasks.settings_nav.task import SettingsNavTask
-from uirl_gym.tasks.shop_checkout import score as shop_checkout_score
-from uirl_gym.tasks.shop_checkout.expert import ShopCheckoutExpert
-from uirl_gym.tasks.shop_checkout.task import ShopCheckoutTask
-from uirl_gym.tasks.simple_data_entry import score as simple_data_entry_score
-from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
-from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
-from uirl_gym.tasks.spreadsheet_edit import score as spreadsheet_edit_score
-from uirl_gym.tasks.spreadsheet_edit.expert import SpreadsheetEditExpert
-from uirl_gym.tasks.spreadsheet_edit.task import SpreadsheetEditTask
+from gymnasium.envs.registration import register, registry
+
+from uirl_gym.tasks.base import Task, TaskSpec
+
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "MAX_EPISODE_STEPS",
+    "OWN_TASKS",
+    "SPLITS",
+    "TASKS",
+    "TASK_GROUPS",
+    "TaskSpec",
+    "discover_tasks",
+    "expand_tasks",
+    "make_task",
+    "split_range",
+    "task_spec",
+]
+
+logger = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "uirl.tasks"
+# Every Gymnasium id's step limit (``gym.make(..., max_episode_steps=...)`` changes it).
+MAX_EPISODE_STEPS = 60
 
 # Task seeds by split: the env draws an episode's task seed from its split's range, so
 # that no test instance is ever trained on. "train" is the range every env used before
@@ -51,134 +66,136 @@ def split_range(split: str) -> range:
     return SPLITS[split]
 
 
-@dataclass(frozen=True)
-class TaskSpec:
-    """What the server and the env need to know about a task.
+def _specs_of(exported: object, where: str) -> list[TaskSpec]:
+    """The specs ``exported`` names: a spec, or a function returning a list of them.
 
-    Attributes:
-        name: the task id (``LocalRuntimeConfig.task``, the server's ``--task``).
-        env_id: its Gymnasium id.
-        task: a new server-side task object.
-        rewards: the task's reward config class (default values when called bare).
-        scorer: ``scorer(first_progress, rewards)``: one episode's scorer.
-        check_options: refuses reset options before any round trip (``ValueError``).
-        expert: ``expert(**options)``: a scripted expert, with ``reset()`` and
-            ``next_action(oracle) -> Action`` (it reads ``/oracle``, acts through
-            agent actions only).
-        nondeterministic: the same seed may not give the same episode (Gymnasium's
-            ``EnvSpec.nondeterministic``; some MiniWoB++ pages).
-        family: the task family it belongs to (``"miniwob"``), None for uirl's own.
+    Raises:
+        TypeError: anything else (``where`` says who exported it).
     """
-
-    name: str
-    env_id: str
-    task: Callable[[], Task]
-    rewards: Callable[[], Any]
-    scorer: Callable[[Mapping[str, Any], Any], EpisodeScorer]
-    check_options: Callable[[Mapping[str, Any]], None]
-    expert: Callable[..., Any]
-    nondeterministic: bool = False
-    family: str | None = None
-
-
-TASKS: dict[str, TaskSpec] = {
-    spec.name: spec
-    for spec in (
-        TaskSpec(
-            name="simple_data_entry",
-            env_id="uirl/SimpleDataEntry-v0",
-            task=SimpleDataEntryTask,
-            rewards=simple_data_entry_score.RewardConfig,
-            scorer=simple_data_entry_score.SimpleDataEntryScorer,
-            check_options=simple_data_entry_score.check_options,
-            expert=SimpleDataEntryExpert,
-        ),
-        TaskSpec(
-            name="settings_nav",
-            env_id="uirl/SettingsNav-v0",
-            task=SettingsNavTask,
-            rewards=settings_nav_score.RewardConfig,
-            scorer=settings_nav_score.SettingsNavScorer,
-            check_options=settings_nav_score.check_options,
-            expert=SettingsNavExpert,
-        ),
-        TaskSpec(
-            name="form_fill",
-            env_id="uirl/FormFill-v0",
-            task=FormFillTask,
-            rewards=form_fill_score.RewardConfig,
-            scorer=form_fill_score.FormFillScorer,
-            check_options=form_fill_score.check_options,
-            expert=FormFillExpert,
-        ),
-        TaskSpec(
-            name="spreadsheet_edit",
-            env_id="uirl/SpreadsheetEdit-v0",
-            task=SpreadsheetEditTask,
-            rewards=spreadsheet_edit_score.RewardConfig,
-            scorer=spreadsheet_edit_score.SpreadsheetEditScorer,
-            check_options=spreadsheet_edit_score.check_options,
-            expert=SpreadsheetEditExpert,
-        ),
-        TaskSpec(
-            name="calendar_booking",
-            env_id="uirl/CalendarBooking-v0",
-            task=CalendarBookingTask,
-            rewards=calendar_booking_score.RewardConfig,
-            scorer=calendar_booking_score.CalendarBookingScorer,
-            check_options=calendar_booking_score.check_options,
-            expert=CalendarBookingExpert,
-        ),
-        TaskSpec(
-            name="shop_checkout",
-            env_id="uirl/ShopCheckout-v0",
-            task=ShopCheckoutTask,
-            rewards=shop_checkout_score.RewardConfig,
-            scorer=shop_checkout_score.ShopCheckoutScorer,
-            check_options=shop_checkout_score.check_options,
-            expert=ShopCheckoutExpert,
-        ),
-        TaskSpec(
-            name="mail_triage",
-            env_id="uirl/MailTriage-v0",
-            task=MailTriageTask,
-            rewards=mail_triage_score.RewardConfig,
-            scorer=mail_triage_score.MailTriageScorer,
-            check_options=mail_triage_score.check_options,
-            expert=MailTriageExpert,
-        ),
-    )
-}
-# uirl's own tasks, in the order above (the task families' follow in TASKS).
-OWN_TASKS: tuple[str, ...] = tuple(TASKS)
+    if isinstance(exported, TaskSpec):
+        return [exported]
+    specs = list(exported()) if callable(exported) else [exported]
+    for spec in specs:
+        if not isinstance(spec, TaskSpec):
+            raise TypeError(
+                f"{where}: expected a TaskSpec or a function returning a list of them, "
+                f"got {type(spec).__name__}"
+            )
+    return specs
 
 
-def _miniwob_specs() -> list[TaskSpec]:
-    """One spec per MiniWoB++ task of the installed ``miniwob`` wheel (none without it)."""
-    infos = miniwob.miniwob_tasks()
-    if not infos:
-        return []
-    from uirl_gym.tasks.miniwob import score as miniwob_score
-    from uirl_gym.tasks.miniwob.expert import MiniWobExpert
-    from uirl_gym.tasks.miniwob.task import MiniWobTask
+def _package_exports() -> Iterator[tuple[str, Callable[[], object]]]:
+    """``(source, load)`` for each subpackage of ``uirl_gym.tasks``, by name."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda i: i.name):
+        if info.ispkg:
+            name = f"{__name__}.{info.name}"
+            yield name, functools.partial(_package_export, name)
 
-    return [
-        TaskSpec(
-            name=info.name,
-            env_id=f"uirl/{info.name}-v0",
-            task=functools.partial(MiniWobTask, info.subdomain),
-            rewards=miniwob_score.RewardConfig,
-            scorer=miniwob_score.MiniWobScorer,
-            check_options=functools.partial(miniwob_score.check_options, info=info),
-            expert=functools.partial(MiniWobExpert, info.subdomain),
-            nondeterministic=info.nondeterministic,
-            family="miniwob",
+
+def _package_export(name: str) -> object:
+    return vars(importlib.import_module(name)).get("TASK_SPEC")
+
+
+def _entry_point_exports() -> Iterator[tuple[str, Callable[[], object]]]:
+    """``(source, load)`` for each entry point of group ``uirl.tasks``, by name."""
+    for point in sorted(importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)):
+        yield f"entry point {point.name} = {point.value}", point.load
+
+
+def _importing(error: BaseException) -> bool:
+    """Whether a plug-in's load failed because its module is being imported right now
+    (the plug-in was imported before ``uirl_gym``, and its import of ``uirl_gym`` is what
+    loads the plug-ins): a missing name of a partially initialized module."""
+    if isinstance(error, AttributeError):
+        module = error.obj
+    elif isinstance(error, ImportError) and error.name is not None:
+        module = sys.modules.get(error.name)
+    else:
+        return False
+    spec = vars(module).get("__spec__") if isinstance(module, types.ModuleType) else None
+    # ``_initializing``: what CPython's import system sets on a module's spec while the
+    # module runs, and reads for its own "partially initialized module" messages.
+    return bool(spec is not None and spec._initializing)
+
+
+TASKS: dict[str, TaskSpec] = {}
+
+
+def _add(spec: TaskSpec) -> bool:
+    """Put ``spec`` in :data:`TASKS` and Gymnasium's registry; False (and a warning)
+    when its name or Gymnasium id is taken."""
+    if spec.name in TASKS:
+        if TASKS[spec.name] != spec:
+            logger.warning("task %r is defined twice; the second is ignored", spec.name)
+        return False
+    if spec.env_id in registry and registry[spec.env_id].kwargs.get("task") != spec.name:
+        logger.warning("Gymnasium id %r of task %r is taken; ignored", spec.env_id, spec.name)
+        return False
+    TASKS[spec.name] = spec
+    if spec.env_id not in registry:
+        register(
+            id=spec.env_id,
+            entry_point="uirl_gym.env:UIEnv",
+            vector_entry_point="uirl_gym.vector:SessionVectorEnv",
+            max_episode_steps=MAX_EPISODE_STEPS,
+            nondeterministic=spec.nondeterministic,
+            disable_env_checker=True,
+            kwargs={"task": spec.name},
         )
-        for info in infos.values()
-    ]
+    return True
 
 
-TASKS.update((spec.name, spec) for spec in _miniwob_specs())
+_loaded: set[str] = set()
+
+
+def _load(exports: Iterator[tuple[str, Callable[[], object]]], *, plugins: bool) -> list[str]:
+    """Add the specs of the exports not loaded before; their names. A plug-in that fails
+    to load is logged and skipped (it must not break every other task); uirl's own
+    packages fail loudly."""
+    added = []
+    for source, load in exports:
+        if source in _loaded:
+            continue
+        _loaded.add(source)
+        try:
+            exported = load()
+            specs = [] if exported is None else _specs_of(exported, source)
+        except Exception as exc:
+            if not plugins:
+                raise
+            if _importing(exc):
+                # Not an error of the plug-in: tried again by the next discover_tasks().
+                _loaded.discard(source)
+                logger.warning(
+                    "task plug-in %s is being imported (it was imported before uirl_gym); "
+                    "its task is added once it has loaded, at the next lookup of a task "
+                    "(or call uirl_gym.tasks.discover_tasks()). Import uirl_gym first to "
+                    "have its Gymnasium id registered at once.",
+                    source,
+                )
+                continue
+            logger.exception("task plug-in %s failed to load; skipped", source)
+            continue
+        added += [spec.name for spec in specs if _add(spec)]
+    return added
+
+
+def discover_tasks() -> list[str]:
+    """Load the task plug-ins (entry points of group ``uirl.tasks``) not loaded yet and
+    register their Gymnasium ids: done at import; call it again after installing a
+    plug-in into a running process.
+
+    Returns:
+        the ids of the tasks added.
+    """
+    importlib.invalidate_caches()
+    return _load(_entry_point_exports(), plugins=True)
+
+
+_package_tasks = _load(_package_exports(), plugins=False)
+# uirl's own tasks, by name (not a family's: MiniWoB++ has its groups below).
+OWN_TASKS: tuple[str, ...] = tuple(n for n in _package_tasks if TASKS[n].family is None)
+discover_tasks()
 # Named groups of tasks (``evaluate.py --task``): "all" is uirl's own tasks (as before
 # task families existed); a family's name is all of its tasks.
 TASK_GROUPS: dict[str, tuple[str, ...]] = {
@@ -223,6 +240,8 @@ def task_spec(name: str) -> TaskSpec:
     Raises:
         ValueError: unknown name (with the closest known one, if any).
     """
+    if name not in TASKS:
+        discover_tasks()  # a plug-in imported before uirl_gym, or installed since
     if name not in TASKS:
         close = difflib.get_close_matches(name, TASKS, n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""

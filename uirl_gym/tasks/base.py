@@ -2,9 +2,10 @@
 
 A task owns its episode state (data, targets, the record of what was done), renders
 its web app, and reports progress from its own record, never from pixels. The session
-server is task-agnostic: it serves :meth:`Task.page_html` at ``/task/app``, hands the
-events the app records with ``await window.uirlRecord(event)`` (an in-browser binding,
-not an HTTP route, so no one outside the browser can fake a submission) to
+server is task-agnostic: it serves :meth:`Task.page_html` at ``/task/app`` and the page
+bridge every app loads at ``/task/uirl.js`` (:func:`bridge_script`), hands the events
+the app records with ``await uirl.record(event)`` (an in-browser binding, not an HTTP
+route, so no one outside the browser can fake a submission) to
 :meth:`Task.handle_event`, and answers ``/progress`` with :meth:`Task.progress` (to the
 holder of the session token; others get :meth:`Task.public_progress`).
 """
@@ -13,7 +14,8 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
@@ -21,6 +23,43 @@ from urllib.parse import urlencode
 
 class TaskOptionsError(ValueError):
     """The reset options are not valid for this task."""
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What the server and the env need to know about a task: a task package exports
+    one as ``TASK_SPEC`` (a task family: a function returning a list of them), and the
+    registry (:mod:`uirl_gym.tasks`) finds it there or through the ``uirl.tasks`` entry
+    point group of any installed package.
+
+    Attributes:
+        name: the task id (``LocalRuntimeConfig.task``, the server's ``--task``).
+        env_id: its Gymnasium id.
+        task: a new server-side task object.
+        rewards: the task's reward config class (default values when called bare).
+        scorer: ``scorer(first_progress, rewards)``: one episode's scorer.
+        check_options: refuses reset options before any round trip (``ValueError``).
+        expert: ``expert(**options)``: a scripted expert, with ``reset()`` and
+            ``next_action(oracle) -> Action`` (it reads ``/oracle``, acts through
+            agent actions only).
+        nondeterministic: the same seed may not give the same episode (Gymnasium's
+            ``EnvSpec.nondeterministic``; some MiniWoB++ pages).
+        family: the task family it belongs to (``"miniwob"``), None for a single task.
+        doc: the task's docs page (Markdown; its package docstring), which
+            ``scripts/gen_task_docs.py`` writes to ``docs/tasks/<name>.md``; None for a
+            family's tasks (the family has one page).
+    """
+
+    name: str
+    env_id: str
+    task: Callable[[], Task]
+    rewards: Callable[[], Any]
+    scorer: Callable[[Mapping[str, Any], Any], EpisodeScorer]
+    check_options: Callable[[Mapping[str, Any]], None]
+    expert: Callable[..., Any]
+    nondeterministic: bool = False
+    family: str | None = None
+    doc: str | None = None
 
 
 class Task(abc.ABC):
@@ -45,7 +84,8 @@ class Task(abc.ABC):
 
         Returns:
             ``{"instruction": str, "app_state": dict}``: the text for the agent and
-            the JSON the web app renders (passed to the page's ``uirlLoad``); optional
+            the JSON the web app renders (passed to the page's ``uirl.onLoad``
+            handler); optional
             ``"page_scale"`` (float, default 1): the browser zooms the page by it (pinch
             zoom: the page's layout is untouched, screen pixels map to page pixels
             divided by it).
@@ -55,7 +95,7 @@ class Task(abc.ABC):
         """
 
     def page_html(self) -> str:
-        """The web app's page: static, the episode's data arrives via ``uirlLoad``.
+        """The web app's page: static, the episode's data arrives via ``uirl.onLoad``.
 
         Default: ``static/app.html`` next to the task's module.
         """
@@ -77,7 +117,7 @@ class Task(abc.ABC):
 
     def page_loaded(self, result: Any, instruction: str) -> str:
         """The episode's page has rendered; ``result`` is what its ``uirlLoad`` returned
-        (JSON, null for most apps). Returns the episode's instruction: ``instruction``
+        (its ``uirl.onLoad`` handler's value, JSON; null for most apps). Returns the episode's instruction: ``instruction``
         (what :meth:`reset` gave) unless the page writes its own (MiniWoB++)."""
         return instruction
 
@@ -102,8 +142,16 @@ class Task(abc.ABC):
         """Privileged state for scripted experts and tests.
 
         Args:
-            page_state: what the app's ``uirlInspect()`` returned (element boxes, values).
+            page_state: what the app's ``uirl.onInspect`` handler returned (element
+                boxes, values).
         """
+
+
+@functools.cache
+def bridge_script() -> str:
+    """The page bridge every task app loads from ``/task/uirl.js`` (``static/uirl.js``):
+    ``uirl.onLoad``, ``uirl.record``, ``uirl.onInspect``, ``uirl.box`` (docs/tasks.md)."""
+    return resources.files(__package__).joinpath("static/uirl.js").read_text("utf-8")
 
 
 @functools.cache

@@ -9,11 +9,12 @@ agent actions (pixels), so its episodes are demonstrations a model can learn fro
 from __future__ import annotations
 
 import abc
+import math
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from uirl_gym.actions import Action, ActionType
+from uirl_gym.actions import MAX_SCROLL_AMOUNT, SCROLL_NOTCH_PX, Action, ActionType
 
 
 def box_centre(box: list[int]) -> tuple[int, int]:
@@ -25,6 +26,25 @@ def box_centre(box: list[int]) -> tuple[int, int]:
 def click(box: list[int]) -> Action:
     """A left click at the centre of ``box``."""
     return Action(ActionType.LEFT_CLICK, *box_centre(box))
+
+
+def scroll_towards(box: list[int], y: float, *, round_up: bool = False) -> Action:
+    """One wheel scroll over the middle of ``box`` (a scrollable list, sheet or grid)
+    that brings what is at screen height ``y`` near the box's vertical middle: at least
+    one notch, at most :data:`~uirl_gym.actions.MAX_SCROLL_AMOUNT`; ``round_up``: round
+    the notches up rather than to the nearest (scroll past rather than short of it).
+    Experts call it again until the target is in view."""
+    x0, y0, w, h = box
+    delta = y - (y0 + h / 2)
+    notches = abs(delta) / SCROLL_NOTCH_PX
+    amount = math.ceil(notches) if round_up else round(notches)
+    return Action(
+        ActionType.SCROLL,
+        x0 + w // 2,
+        y0 + h // 2,
+        direction="down" if delta > 0 else "up",
+        amount=max(1, min(MAX_SCROLL_AMOUNT, amount)),
+    )
 
 
 class MacroExpert(abc.ABC):

@@ -15,13 +15,12 @@ it recovers from whatever the page shows.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from uirl_gym.actions import MAX_SCROLL_AMOUNT, SCROLL_NOTCH_PX, Action, ActionType
+from uirl_gym.actions import Action, ActionType
 from uirl_gym.tasks.calendar_booking.data import Booking, field_matches, monday
-from uirl_gym.tasks.expert import MacroExpert, box_centre, click
+from uirl_gym.tasks.expert import MacroExpert, box_centre, click, scroll_towards
 
 ESCAPE = Action(ActionType.KEYS, keys="Escape")
 
@@ -138,12 +137,4 @@ def _time_step(o: Mapping[str, Any], which: str, minutes: int) -> Action:
     ix, iy, iw, ih = lst["items"][str(minutes)]
     if iy >= y and iy + ih <= y + h:
         return click([ix, iy, iw, ih])
-    delta = (iy + ih / 2) - (y + h / 2)
-    notches = max(1, min(MAX_SCROLL_AMOUNT, math.ceil(abs(delta) / SCROLL_NOTCH_PX)))
-    return Action(
-        ActionType.SCROLL,
-        x + w // 2,
-        y + h // 2,
-        direction="down" if delta > 0 else "up",
-        amount=notches,
-    )
+    return scroll_towards([x, y, w, h], iy + ih / 2, round_up=True)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from uirl_gym.actions import MAX_SCROLL_AMOUNT, SCROLL_NOTCH_PX, Action, ActionType
-from uirl_gym.tasks.expert import MacroExpert, box_centre, click
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.tasks.expert import MacroExpert, box_centre, click, scroll_towards
 from uirl_gym.tasks.mail_triage.data import Goal, Mailbox, evaluate, normalise_text
 
 ESCAPE = Action(ActionType.KEYS, keys="Escape")
@@ -155,15 +155,7 @@ def _from_menu(
 
 def _scroll_to(o: Mapping[str, Any], message_id: int) -> Action:
     """One wheel scroll over the list that brings the row near the list's middle."""
-    lx, ly, lw, lh = o["list_box"]
+    ly = o["list_box"][1]
     index = o["list_ids"].index(message_id)
     row_y = ly + index * o["row_height"] - o["scroll_top"]
-    delta = row_y - (ly + lh / 2)
-    notches = max(1, min(MAX_SCROLL_AMOUNT, round(abs(delta) / SCROLL_NOTCH_PX)))
-    return Action(
-        ActionType.SCROLL,
-        lx + lw // 2,
-        ly + lh // 2,
-        direction="down" if delta > 0 else "up",
-        amount=notches,
-    )
+    return scroll_towards(o["list_box"], row_y)

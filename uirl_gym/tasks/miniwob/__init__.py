@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 from importlib.abc import Traversable
 
+from uirl_gym.tasks.base import TaskSpec
+
 logger = logging.getLogger(__name__)
 
 PREFIX = "miniwob."
@@ -100,3 +102,33 @@ def miniwob_tasks() -> dict[str, MiniWobInfo]:
             continue
         tasks[info.name] = info
     return tasks
+
+
+def task_specs() -> list[TaskSpec]:
+    """One spec per MiniWoB++ task of the installed ``miniwob`` wheel (none without it)."""
+    infos = miniwob_tasks()
+    if not infos:
+        return []
+    # Imported here: the task's modules are only needed once the wheel is there.
+    from uirl_gym.tasks.miniwob import score
+    from uirl_gym.tasks.miniwob.expert import MiniWobExpert
+    from uirl_gym.tasks.miniwob.task import MiniWobTask
+
+    return [
+        TaskSpec(
+            name=info.name,
+            env_id=f"uirl/{info.name}-v0",
+            task=functools.partial(MiniWobTask, info.subdomain),
+            rewards=score.RewardConfig,
+            scorer=score.MiniWobScorer,
+            check_options=functools.partial(score.check_options, info=info),
+            expert=functools.partial(MiniWobExpert, info.subdomain),
+            nondeterministic=info.nondeterministic,
+            family="miniwob",
+        )
+        for info in infos.values()
+    ]
+
+
+# A task family exports a function: the registry calls it for the list.
+TASK_SPEC = task_specs

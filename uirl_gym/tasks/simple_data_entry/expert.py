@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from uirl_gym.actions import MAX_SCROLL_AMOUNT, SCROLL_NOTCH_PX, Action, ActionType
-from uirl_gym.tasks.expert import MacroExpert, box_centre
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.tasks.expert import MacroExpert, box_centre, scroll_towards
 
 INPUT_IDS = ("first_name", "last_name", "email")
 
@@ -73,15 +73,6 @@ def _visible_cell(o: Mapping[str, Any], data_index: int, column: int) -> list[in
 
 def _scroll_towards(o: Mapping[str, Any], data_index: int) -> Action:
     """One scroll that brings the row near the middle of the sheet."""
-    sx, sy, sw, sh = o["sheet_box"]
     first = o["visible_rows"][0]
     row_y = first["cells"][0][1] + (data_index - first["data_index"]) * o["row_height"]
-    delta = row_y - (sy + sh / 2)
-    notches = max(1, min(MAX_SCROLL_AMOUNT, round(abs(delta) / SCROLL_NOTCH_PX)))
-    return Action(
-        ActionType.SCROLL,
-        sx + sw // 2,
-        sy + sh // 2,
-        direction="down" if delta > 0 else "up",
-        amount=notches,
-    )
+    return scroll_towards(o["sheet_box"], row_y)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from uirl_gym.tasks.base import EpisodeScorer
+from uirl_gym.tasks.simple_data_entry import task
 from uirl_gym.tasks.simple_data_entry.task import MAX_TARGET_ROWS
 
 FORM_FIELDS = ("first_name", "last_name", "email")
@@ -100,13 +101,15 @@ class SimpleDataEntryScorer(EpisodeScorer):
 
 
 def check_options(options: Mapping[str, Any]) -> None:
-    """Refuse, before any round trip, options whose instruction would not fit the space.
+    """Refuse, before any round trip, invalid options (the task's own checks) and
+    options whose instruction would not fit the space.
 
     The task caps ``num_rows`` at ``MAX_TARGET_ROWS``; ``rows`` gets the same cap here,
     which keeps the instruction within the observation's text limit.
 
     Raises:
-        ValueError: more than ``MAX_TARGET_ROWS`` rows in ``options["rows"]``.
+        ValueError: more than ``MAX_TARGET_ROWS`` rows in ``options["rows"]``; (a
+            ``TaskOptionsError``) an unknown option or a bad value.
     """
     rows = options.get("rows")
     if isinstance(rows, list | tuple) and len(rows) > MAX_TARGET_ROWS:
@@ -115,3 +118,4 @@ def check_options(options: Mapping[str, Any]) -> None:
             "num_rows: the instruction must fit the observation space); pass fewer rows "
             "and spread the rest over more episodes"
         )
+    task.check_options(options)

@@ -22,7 +22,7 @@ from uirl_gym.tasks.simple_data_entry.data import Person, generate_people
 DEFAULT_NUM_DATA_ROWS = 100
 DEFAULT_NUM_TARGET_ROWS = 1
 MAX_TARGET_ROWS = 20
-OPTION_NAMES = frozenset({"rows", "num_rows", "data_seed", "num_data_rows"})
+OPTION_NAMES = frozenset({"rows", "num_rows", "row_pool", "data_seed", "num_data_rows"})
 
 
 def sheet_row_number(data_index: int) -> int:
@@ -44,6 +44,21 @@ class EpisodeState:
     submissions: list[Submission] = field(default_factory=list)
 
 
+def _num_data_rows(options: Mapping[str, Any]) -> int:
+    return int_option(options, "num_data_rows", DEFAULT_NUM_DATA_ROWS, 1, 1000)
+
+
+def check_options(options: Mapping[str, Any]) -> None:
+    """The checks :meth:`SimpleDataEntryTask.reset` makes, without making the episode.
+
+    Raises:
+        TaskOptionsError: an unknown option or a bad value.
+    """
+    check_option_names(options, OPTION_NAMES)
+    int_option(options, "data_seed", 0, 0, 2**63)
+    SimpleDataEntryTask._pick_targets(random.Random(0), options, _num_data_rows(options))
+
+
 class SimpleDataEntryTask(Task):
     """The task's episode state and record. See the module docstring for the rules."""
 
@@ -60,7 +75,7 @@ class SimpleDataEntryTask(Task):
         check_option_names(options, OPTION_NAMES)
         rng = random.Random(seed)
         data_seed = int_option(options, "data_seed", rng.randrange(2**31), 0, 2**63)
-        num_data_rows = int_option(options, "num_data_rows", DEFAULT_NUM_DATA_ROWS, 1, 1000)
+        num_data_rows = _num_data_rows(options)
         people = generate_people(data_seed, num_data_rows)
         targets = self._pick_targets(rng, options, num_data_rows)
         self.episode_id += 1
@@ -97,13 +112,29 @@ class SimpleDataEntryTask(Task):
                 raise TaskOptionsError(
                     f"rows: {bad} out of range; data rows are 0..{num_data_rows - 1} (0-based)"
                 )
+            if "row_pool" in options:
+                raise TaskOptionsError("rows and row_pool are both given: give one (or neither)")
             if "num_rows" in options and options["num_rows"] != len(rows):
                 raise TaskOptionsError("num_rows: must equal len(rows) when both are given")
             return list(rows)
         k = int_option(
             options, "num_rows", DEFAULT_NUM_TARGET_ROWS, 1, min(MAX_TARGET_ROWS, num_data_rows)
         )
-        return rng.sample(range(num_data_rows), k)
+        if "row_pool" not in options:
+            return rng.sample(range(num_data_rows), k)
+        pool = options["row_pool"]
+        if not isinstance(pool, list | tuple) or not all(
+            isinstance(r, int) and not isinstance(r, bool) and 0 <= r < num_data_rows for r in pool
+        ):
+            raise TaskOptionsError(
+                f"row_pool: must be a list of data rows in 0..{num_data_rows - 1}, got {pool!r}"
+            )
+        if len(set(pool)) < k:
+            raise TaskOptionsError(
+                f"row_pool: {len(set(pool))} distinct rows, fewer than num_rows = {k}: add "
+                "rows to the pool or lower num_rows"
+            )
+        return sorted(rng.sample(sorted(set(pool)), k))
 
     def instruction(self) -> str:
         assert self.state is not None

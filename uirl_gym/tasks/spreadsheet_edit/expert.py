@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from uirl_gym.actions import MAX_SCROLL_AMOUNT, SCROLL_NOTCH_PX, Action, ActionType
-from uirl_gym.tasks.expert import MacroExpert, box_centre, click
+from uirl_gym.actions import Action, ActionType
+from uirl_gym.tasks.expert import MacroExpert, box_centre, click, scroll_towards
 from uirl_gym.tasks.spreadsheet_edit.data import (
     COLUMNS,
     HEADER,
@@ -177,18 +177,10 @@ def _scroll_to(o: Mapping[str, Any], row_id: int) -> Action:
     """One wheel scroll that brings the row near the middle of the grid."""
     ids = [r["id"] for r in o["sheet"]["rows"]]
     index = ids.index(row_id) + 1
-    gx, gy, gw, gh = o["grid_box"]
+    gy = o["grid_box"][1]
     if o["visible_rows"]:
         first = o["visible_rows"][0]
         row_y = first["cells"][0][1] + (index - first["index"]) * o["row_height"]
     else:
         row_y = gy + (index - 1) * o["row_height"] - o["scroll_top"]
-    delta = row_y - (gy + gh / 2)
-    notches = max(1, min(MAX_SCROLL_AMOUNT, round(abs(delta) / SCROLL_NOTCH_PX)))
-    return Action(
-        ActionType.SCROLL,
-        gx + gw // 2,
-        gy + gh // 2,
-        direction="down" if delta > 0 else "up",
-        amount=notches,
-    )
+    return scroll_towards(o["grid_box"], row_y)
