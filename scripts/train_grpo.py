@@ -1,4 +1,4 @@
-"""GRPO, or PPO (--algorithm ppo), over multi-step episodes (loop: uirl_agents/trainers/grpo.py).
+"""GRPO, or PPO (--algorithm ppo), over multi-step episodes (uirl_agents/trainers/grpo.py).
 
     python scripts/train_grpo.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/grpo
     accelerate launch --num_processes 8 scripts/train_grpo.py \
@@ -22,7 +22,9 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.config import GRPOConfig
-from uirl_agents.trainers.grpo import train_grpo
+from uirl_agents.trainers.grpo import GRPO
+from uirl_agents.trainers.loop import train
+from uirl_agents.trainers.ppo import PPO
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -35,7 +37,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     # Log lines go through tqdm.write, so they never break a progress bar in two.
     with logging_redirect_tqdm():
-        train_grpo(config, output_dir)
+        # One config for both: PPO's run reads the grpo section's loss fields too.
+        algorithm = PPO() if config.algorithm == "ppo" else GRPO()
+        train(config, output_dir, algorithm)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Expert iteration (rejection sampling + SFT) on the uirl env (loop: uirl_agents/trainers/rs.py).
+"""Expert iteration (rejection sampling + SFT) on the uirl env (uirl_agents/trainers/rs.py).
 
     python scripts/train_rs.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/rs
     accelerate launch --num_processes 8 scripts/train_rs.py \
@@ -17,7 +17,8 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 
 from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.config import RSConfig
-from uirl_agents.trainers.rs import train_rs
+from uirl_agents.trainers.loop import train
+from uirl_agents.trainers.rs import ExpertIteration
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -30,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     # Log lines go through tqdm.write, so they never break a progress bar in two.
     with logging_redirect_tqdm():
-        train_rs(config, output_dir)
+        train(config, output_dir, ExpertIteration())
 
 
 if __name__ == "__main__":
