@@ -132,7 +132,9 @@ def run_iterations(run: TrainingRun, algorithm: Algorithm) -> None:
         with watch.phase("train"):
             train = update(run, algorithm, trained, iteration)
         run.state["episodes"] += int(run.sum_all(len(episodes)))
+        # The new weights go to whoever samples next (an actor thread, a vLLM server).
         rollouts.publish(iteration + 1)
+        # Metrics over every process: each source's episodes, the update, timings.
         tokens = train.pop("train/tokens_processed", 0.0)
         metrics: dict[str, float] = {}
         for prefix, source in sources.items():
@@ -140,7 +142,7 @@ def run_iterations(run: TrainingRun, algorithm: Algorithm) -> None:
         metrics |= selection | train
         metrics |= perf_metrics(watch.totals, watch.elapsed(), tokens)
         metrics |= rollouts.metrics(collected, len(episodes))
-        metrics |= run.end_update()
+        metrics |= run.end_update()  # the learning rate used; the schedule steps
         # 6. Evaluate, log, checkpoint. Step = iterations done: iteration k's rollouts,
         # update and the evaluation of its result share step k + 1.
         done = iteration + 1
