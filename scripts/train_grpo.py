@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -25,6 +26,12 @@ from uirl_agents.trainers.config import GRPOConfig
 from uirl_agents.trainers.grpo import GRPO
 from uirl_agents.trainers.loop import train
 from uirl_agents.trainers.ppo import PPO
+
+
+def train_grpo(config: GRPOConfig, output_dir: Path) -> None:
+    """The loop with GRPO's hooks, or PPO's with ``algorithm: ppo`` (one config for both:
+    PPO's loss reads the grpo section's fields too)."""
+    train(config, output_dir, PPO() if config.algorithm == "ppo" else GRPO())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -37,9 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     # Log lines go through tqdm.write, so they never break a progress bar in two.
     with logging_redirect_tqdm():
-        # One config for both: PPO's run reads the grpo section's loss fields too.
-        algorithm = PPO() if config.algorithm == "ppo" else GRPO()
-        train(config, output_dir, algorithm)
+        train_grpo(config, output_dir)
 
 
 if __name__ == "__main__":

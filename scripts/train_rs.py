@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -19,6 +20,11 @@ from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.config import RSConfig
 from uirl_agents.trainers.loop import train
 from uirl_agents.trainers.rs import ExpertIteration
+
+
+def train_rs(config: RSConfig, output_dir: Path) -> None:
+    """The loop with expert iteration's hooks."""
+    train(config, output_dir, ExpertIteration())
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -31,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     # Log lines go through tqdm.write, so they never break a progress bar in two.
     with logging_redirect_tqdm():
-        train(config, output_dir, ExpertIteration())
+        train_rs(config, output_dir)
 
 
 if __name__ == "__main__":
