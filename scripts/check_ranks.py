@@ -25,17 +25,19 @@ from accelerate.utils import gather_object
 
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import parse_args
-from uirl_agents.trainers.common import TrainingRun
 from uirl_agents.trainers.config import GRPOConfig, RSConfig
-from uirl_agents.trainers.grpo import grpo_iterations
+from uirl_agents.trainers.grpo import GRPO
+from uirl_agents.trainers.loop import run_iterations
 from uirl_agents.trainers.metrics import read_metrics
-from uirl_agents.trainers.rs import rs_iterations
+from uirl_agents.trainers.ppo import PPO
+from uirl_agents.trainers.rs import ExpertIteration
+from uirl_agents.trainers.run import TrainingRun
 
-# PPO is the GRPO trainer with `algorithm: ppo` (added to the arguments).
+# PPO is read with the GRPO trainer's config, `algorithm: ppo` (added to the arguments).
 TRAINERS = {
-    "grpo": (GRPOConfig, grpo_iterations),
-    "ppo": (GRPOConfig, grpo_iterations),
-    "rs": (RSConfig, rs_iterations),
+    "grpo": (GRPOConfig, GRPO),
+    "ppo": (GRPOConfig, PPO),
+    "rs": (RSConfig, ExpertIteration),
 }
 
 
@@ -70,7 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trainer", choices=sorted(TRAINERS), required=True)
     args, rest = parser.parse_known_args()
-    config_cls, iterations = TRAINERS[args.trainer]
+    config_cls, algorithm = TRAINERS[args.trainer]
     if args.trainer == "ppo":
         rest = [*rest, "--algorithm", "ppo"]
     config, output_dir = parse_args(config_cls, rest, "check_ranks.py")
@@ -81,7 +83,7 @@ def main() -> None:
     with TrainingRun(config, output_dir, args.trainer) as run:
         held = gather_object([sum(_stored(p).numel() for p in run.trainable)])
         at_start = weight_spread(run)
-        iterations(run)
+        run_iterations(run, algorithm())
         at_end = weight_spread(run)
         if run.is_main:
             last = [r for r in read_metrics(output_dir) if "train/optimizer_steps" in r][-1]

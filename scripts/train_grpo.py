@@ -1,4 +1,4 @@
-"""GRPO, or PPO (--algorithm ppo), over multi-step episodes (loop: uirl_agents/trainers/grpo.py).
+"""GRPO, or PPO (--algorithm ppo), over multi-step episodes (uirl_agents/trainers/grpo.py).
 
     python scripts/train_grpo.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/grpo
     accelerate launch --num_processes 8 scripts/train_grpo.py \
@@ -17,12 +17,21 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.config import GRPOConfig
-from uirl_agents.trainers.grpo import train_grpo
+from uirl_agents.trainers.grpo import GRPO
+from uirl_agents.trainers.loop import train
+from uirl_agents.trainers.ppo import PPO
+
+
+def train_grpo(config: GRPOConfig, output_dir: Path) -> None:
+    """The loop with GRPO's hooks, or PPO's with ``algorithm: ppo`` (one config for both:
+    PPO's loss reads the grpo section's fields too)."""
+    train(config, output_dir, PPO() if config.algorithm == "ppo" else GRPO())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,4 +1,4 @@
-"""Expert iteration (rejection sampling + SFT) on the uirl env (loop: uirl_agents/trainers/rs.py).
+"""Expert iteration (rejection sampling + SFT) on the uirl env (uirl_agents/trainers/rs.py).
 
     python scripts/train_rs.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/rs
     accelerate launch --num_processes 8 scripts/train_rs.py \
@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.config import RSConfig
-from uirl_agents.trainers.rs import train_rs
+from uirl_agents.trainers.loop import train
+from uirl_agents.trainers.rs import ExpertIteration
+
+
+def train_rs(config: RSConfig, output_dir: Path) -> None:
+    """The loop with expert iteration's hooks."""
+    train(config, output_dir, ExpertIteration())
 
 
 def main(argv: list[str] | None = None) -> None:

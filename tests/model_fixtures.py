@@ -34,7 +34,7 @@ def tiny_training_run(model_dir: Path, config: Any, **model_overrides: object) -
     from uirl_agents.formats import get_format
     from uirl_agents.models import load_processor
     from uirl_agents.policies.hf import format_config_from_processor
-    from uirl_agents.trainers.common import build_model, trainable_parameters
+    from uirl_agents.trainers.model import build_model, trainable_parameters
 
     torch.manual_seed(0)
     model = build_model(config.model, str(model_dir), torch.device("cpu"), **model_overrides)

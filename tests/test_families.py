@@ -28,8 +28,9 @@ from uirl_agents.tiny_model import main as tiny_model_main  # noqa: E402
 from uirl_agents.trainers.cli import load_config  # noqa: E402
 from uirl_agents.trainers.config import GRPOConfig  # noqa: E402
 from uirl_agents.trainers.grpo import policy_update, step_samples  # noqa: E402
+from uirl_agents.trainers.rs import sft_update  # noqa: E402
 from uirl_agents.trainers.scoring import vision_token_ids  # noqa: E402
-from uirl_agents.trainers.sft import sft_loss, sft_samples, sft_update  # noqa: E402
+from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trajectories import Episode, Step  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.vector import SessionVectorEnv  # noqa: E402

@@ -139,3 +139,17 @@ def test_no_module_imports_another_modules_private_names() -> None:
                     f"{path.relative_to(ROOT)}:{node.lineno}: {node.value.id}.{node.attr}"
                 )
     assert not offences, "private names used across modules:\n" + "\n".join(offences)
+
+
+def test_the_loop_and_what_the_algorithms_share_import_no_algorithm() -> None:
+    """``loop.py`` runs every algorithm and ``scoring.py`` sits below them (issue 23):
+    neither reaches ``rs``, ``grpo`` or ``ppo``, even through another module."""
+    graph = import_graph()
+    algorithms = {f"{PACKAGE}.trainers.{name}" for name in ("rs", "grpo", "ppo")}
+    for module in ("loop", "scoring", "update", "sft", "run"):
+        reached, todo = set(), [f"{PACKAGE}.trainers.{module}"]
+        while todo:
+            for nxt in graph[todo.pop()] - reached:
+                reached.add(nxt)
+                todo.append(nxt)
+        assert not reached & algorithms, f"trainers.{module} reaches {reached & algorithms}"

@@ -265,8 +265,8 @@ def test_trainer_rollouts_send_the_whole_sampling_configuration(server: StandInS
     # (Qwen2.5-VL: top_k 1, repetition_penalty 1.05): the trainer sends every one.
     pytest.importorskip("torch")
     from uirl_agents.trainers.cli import load_config
-    from uirl_agents.trainers.common import vllm_policy
     from uirl_agents.trainers.config import GRPOConfig
+    from uirl_agents.trainers.vllm import vllm_policy
 
     overrides = {
         "model.format": "ui-tars",
@@ -305,8 +305,8 @@ def test_trainer_rollouts_fail_at_the_first_response_without_token_ids(
     a policy that does not need the ids records None."""
     pytest.importorskip("torch")
     from uirl_agents.trainers.cli import load_config
-    from uirl_agents.trainers.common import vllm_policy
     from uirl_agents.trainers.config import GRPOConfig
+    from uirl_agents.trainers.vllm import vllm_policy
 
     server.token_ids = False
     overrides = {"model.format": "ui-tars", "rollout.vllm_base_url": server.url}

@@ -1,4 +1,4 @@
-"""Sharing on the Hub: a trainer's --push-to-hub and ``python -m uirl_agents.push``,
+"""Sharing on the Hub: a trainer's --push-to-hub and ``python -m uirl_agents.trainers.push``,
 through the real huggingface_hub client, against a stand-in of the Hub's upload
 endpoints on 127.0.0.1 (tests/hub_standin.py, set through HF_ENDPOINT)."""
 
@@ -23,7 +23,7 @@ from hub_standin import HubStandIn  # noqa: E402
 from safetensors.torch import load  # noqa: E402
 
 from uirl_agents.evaluate import AgentResult, write_reports  # noqa: E402
-from uirl_agents.push import RunNotPushableError, read_run  # noqa: E402
+from uirl_agents.trainers.push import RunNotPushableError, read_run  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a trainer run and the push commands, each a subprocess
 
@@ -100,7 +100,7 @@ def test_push_cli_merged_with_the_evaluation_table(
         "hf:tiny-rs", 4, 0.25, (0.05, 0.7), 0.1, 3.0, 0.5, 0.1, 0.2, 0, "qwen2.5-vl"
     )
     write_reports(results, [agent], {"tasks": ["simple_data_entry"], "episodes": 4})
-    cmd = [sys.executable, "-m", "uirl_agents.push", str(trained), "org/tiny-merged"]
+    cmd = [sys.executable, "-m", "uirl_agents.trainers.push", str(trained), "org/tiny-merged"]
     cmd += ["--merged", "--private", "--results", str(results)]
     result = _ok(_run(cmd, hub, tmp_path / "home"))
     assert result.stdout.strip().startswith(f"{hub.url}/org/tiny-merged/commit/")

@@ -32,19 +32,13 @@ from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, completion_logprob
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
 from uirl_agents.trainers.cli import config_markdown, load_config, parse_args  # noqa: E402
-from uirl_agents.trainers.common import (  # noqa: E402
-    TRAIN_STREAM,
-    build_model,
-    derive_specs,
-    needs_autocast,
-)
 from uirl_agents.trainers.config import (  # noqa: E402
     EnvConfig,
     GRPOConfig,
     ModelConfig,
     RSConfig,
 )
-from uirl_agents.trainers.grpo import policy_update, step_samples  # noqa: E402
+from uirl_agents.trainers.grpo import grpo_loss, policy_update, step_samples  # noqa: E402
 from uirl_agents.trainers.losses import (  # noqa: E402
     clipped_policy_loss,
     group_advantages,
@@ -52,9 +46,11 @@ from uirl_agents.trainers.losses import (  # noqa: E402
     token_budget_batches,
 )
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
+from uirl_agents.trainers.model import build_model, needs_autocast  # noqa: E402
 from uirl_agents.trainers.schedule import SCHEDULES, iteration_scheduler  # noqa: E402
-from uirl_agents.trainers.scoring import grpo_loss, score_samples  # noqa: E402
+from uirl_agents.trainers.scoring import score_samples  # noqa: E402
 from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
+from uirl_agents.trainers.specs import TRAIN_STREAM, derive_specs  # noqa: E402
 from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402
 from uirl_agents.trajectories import Episode, Step, load_episodes  # noqa: E402

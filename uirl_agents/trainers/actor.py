@@ -26,7 +26,7 @@ in before its next iteration: the cost is twice the trainable weights (the actor
 copy and the published snapshot). The modules themselves are copied too: models keep
 state between forward passes (Qwen2.5-VL caches ``rope_deltas`` in ``generate``), which
 two threads must not share. With vLLM the adapter reload of
-:meth:`~uirl_agents.trainers.common.TrainingRun.publish_weights` is the transfer: the
+:meth:`~uirl_agents.trainers.run.TrainingRun.publish_weights` is the transfer: the
 actor samples from the newest adapter the server has loaded.
 
 The sessions serve one collection at a time (``TrainingRun.envs_lock``): an evaluation
@@ -53,7 +53,7 @@ from uirl_agents.trainers.metrics import policy_seconds
 from uirl_agents.trajectories import Episode
 
 if TYPE_CHECKING:
-    from uirl_agents.trainers.common import TrainingRun
+    from uirl_agents.trainers.run import TrainingRun
 
 logger = logging.getLogger(__name__)
 

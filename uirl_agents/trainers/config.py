@@ -273,7 +273,7 @@ class EvalConfig:
 
 @dataclass
 class HubConfig:
-    """Sharing the result on the Hugging Face Hub when the run ends (uirl_agents.push)."""
+    """Sharing the result on the Hugging Face Hub when the run ends (uirl_agents.trainers.push)."""
 
     repo_id: str | None = param(
         None,

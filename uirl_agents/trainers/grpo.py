@@ -1,33 +1,32 @@
-"""GRPO over multi-step episodes, readable top to bottom.
+"""GRPO over multi-step episodes: the hooks :mod:`~uirl_agents.trainers.loop` runs.
 
-Per iteration:
+With the loop, the whole update from episodes to the loss:
 
-1. **Collect.** Each process runs its groups: G episodes per task instance (same seed
-   and options, one ``group_id``), sampled with the current weights; every step keeps
-   the exact prompt (messages + the resized images the model saw), the completion's
-   token ids and their logprobs.
-   With ``grpo.replay``, a group without a success gets one stored success of its
-   task instance in place of its worst failure (:mod:`~uirl_agents.trainers.replay`).
-2. **Advantages.** An episode's return (total reward) minus its group's mean (or the
-   mean of the others, leave-one-out), divided by the group's std: the advantage of
-   every generated token of every step of that episode.
-3. **Score.** One pass without gradients recomputes every step's completion logprobs
-   with the trainer's own forward pass: the *old* logprobs of the ratio. The rollout
-   engine's numbers (HF ``generate`` with a KV cache, vLLM, bf16 kernels) differ from
-   the trainer's, and a ratio against them would clip and bias for no reason. The
-   same pass computes the reference policy's logprobs (the starting policy: the base
-   model, or the adapter the run started from) when ``kl_beta > 0``, the policy's
-   entropy, and the rollout/trainer mismatch (logged).
-4. **Update.** :func:`~uirl_agents.trainers.update.run_update`: ``optim.epochs`` passes,
-   micro-batches by token budget; the loss is the PPO clipped surrogate
-   ``-min(r A, clip(r, 1-eps, 1+eps) A)`` with ``r = exp(logp - logp_old)``, times the
-   truncated importance weight ``min(exp(logp_old - logp_rollout), tis_cap)`` when
-   ``grpo.tis_cap`` is set, plus ``kl_beta`` times the k3 KL to the reference; summed
-   over tokens and divided by the iteration's completion tokens (every process) per
-   optimizer step.
-
-With ``algorithm: ppo`` the same iterations run PPO's update instead of steps 2-4
-(:mod:`~uirl_agents.trainers.ppo`: a value head, GAE over per-step rewards).
+1. **Collect** (the loop): G episodes per task instance (same seed and options, one
+   ``group_id``), sampled with the current weights; every step keeps the exact prompt
+   (messages + the resized images the model saw), the completion's token ids and their
+   logprobs.
+2. **Select** (:meth:`GRPO.select`): with ``grpo.replay``, a group without a success
+   gets one stored success of its task instance in place of its worst failure
+   (:mod:`~uirl_agents.trainers.replay`).
+3. **Samples** (:func:`step_samples`): an episode's return (total reward) minus its
+   group's mean (or the mean of the others, leave-one-out), divided by the group's std
+   (:func:`~uirl_agents.trainers.losses.group_advantages`): the advantage of every
+   generated token of every step of that episode.
+4. **Score** (:meth:`GRPO.score`): one pass without gradients recomputes every step's
+   completion logprobs with the trainer's own forward pass: the *old* logprobs of the
+   ratio. The rollout engine's numbers (HF ``generate`` with a KV cache, vLLM, bf16
+   kernels) differ from the trainer's, and a ratio against them would clip and bias for
+   no reason. The same pass computes the reference policy's logprobs (the starting
+   policy: the base model, or the adapter the run started from) when ``kl_beta > 0``,
+   the policy's entropy, and the rollout/trainer mismatch (logged).
+5. **Loss** (:func:`grpo_loss`, per micro-batch, ``optim.epochs`` passes): the PPO
+   clipped surrogate ``-min(r A, clip(r, 1-eps, 1+eps) A)`` with
+   ``r = exp(logp - logp_old)``, times the truncated importance weight
+   ``min(exp(logp_old - logp_rollout), tis_cap)`` when ``grpo.tis_cap`` is set, plus
+   ``kl_beta`` times the k3 KL to the reference; summed over tokens and divided by the
+   iteration's completion tokens (every process) per optimizer step (the loop's update:
+   :func:`~uirl_agents.trainers.update.run_update`).
 
 TRL: ``GRPOTrainer`` is not used: its ``rollout_func`` rebuilds pixels from the
 dataset's image column, so it cannot train on per-step screenshots of multi-step
@@ -39,30 +38,82 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
+import torch
 from accelerate.utils import gather_object
+from torch.nn.utils.rnn import pad_sequence
 
-from uirl_agents.push import push_result
 from uirl_agents.trainers import checkpoint as ckpt
-from uirl_agents.trainers.actor import iteration_rollouts
-from uirl_agents.trainers.common import TrainingRun
-from uirl_agents.trainers.config import GRPOConfig, GRPOSection
-from uirl_agents.trainers.losses import group_advantages
-from uirl_agents.trainers.metrics import Stopwatch, perf_metrics
-from uirl_agents.trainers.ppo import ppo_update
+from uirl_agents.trainers.config import GRPOSection
+from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources, update, update_samples
+from uirl_agents.trainers.losses import (
+    clipped_policy_loss,
+    group_advantages,
+    kl_k3,
+    pad_sequences,
+    truncated_importance_weight,
+)
 from uirl_agents.trainers.replay import SuccessReplay, gathered_successes
+from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
-    grpo_loss,
+    sample_logprobs,
     score_samples,
     token_sample,
     vision_token_ids,
 )
-from uirl_agents.trainers.update import TokenSample, run_update
+from uirl_agents.trainers.update import BatchLoss, TokenSample
 from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
+
+REPLAY_CHECKPOINT = "replay"
+
+
+class GRPO(Algorithm):
+    """GRPO's hooks (``algorithm: grpo``).
+
+    Attributes:
+        replay: the run's replay of successes (``grpo.replay``; None: off), set by
+            :meth:`start`.
+    """
+
+    name = "grpo"
+    seed_stream = UPDATE_STREAM
+
+    def __init__(self) -> None:
+        self.replay: SuccessReplay | None = None
+
+    def start(self, run: TrainingRun) -> None:
+        self.replay = success_replay(run)
+
+    def select(self, run: TrainingRun, sources: Sources) -> tuple[list[Episode], dict[str, float]]:
+        trained, replayed = replayed_episodes(self.replay, sources[ROLLOUT], gather_object)
+        if self.replay is None:
+            return trained, {}
+        return trained, {
+            "train/replayed_episodes": run.sum_all(replayed),
+            "train/replay_size": float(len(self.replay)),
+        }
+
+    def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
+        return step_samples(episodes, run.config.grpo, vision_token_ids(run.model.config))
+
+    def score(
+        self, run: TrainingRun, samples: Sequence[TokenSample]
+    ) -> tuple[list[TokenSample], dict[str, float]]:
+        """The scoring pass over the samples that train (:meth:`trains`)."""
+        return list(samples), score_samples(run, [s for s in samples if self.trains(run, s)])
+
+    def trains(self, run: TrainingRun, sample: TokenSample) -> bool:
+        """With ``grpo.skip_zero_advantage`` (and no KL) a step whose advantage is 0 adds
+        no gradient: it stays in the layout of micro-batches and optimizer steps (the
+        update is the one it would have given) but skips the passes."""
+        g = run.config.grpo
+        return not (g.skip_zero_advantage and g.kl_beta == 0) or sample.advantage != 0
+
+    def loss(self, run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
+        return grpo_loss(run, batch, run.config.grpo, run.config.rollout.temperature)
 
 
 def step_samples(
@@ -95,44 +146,37 @@ def step_samples(
     return samples
 
 
-def policy_update(
-    run: TrainingRun, samples: Sequence[TokenSample], iteration: int
-) -> dict[str, float]:
-    """Score the samples, then ``optim.epochs`` passes of clipped-surrogate updates.
+def grpo_loss(
+    run: TrainingRun,
+    batch: Sequence[TokenSample],
+    cfg: GRPOSection,
+    temperature: float,
+    prompt_states: list[torch.Tensor] | None = None,
+) -> BatchLoss:
+    """The micro-batch's clipped surrogate (+ KL) summed over its completion tokens.
 
-    With ``grpo.skip_zero_advantage`` (and no KL) the steps whose advantage is 0 are
-    left out of the passes after the micro-batches and optimizer steps are laid out:
-    they contribute no gradient, so the update is the one they would have given.
+    Needs :func:`~uirl_agents.trainers.scoring.score_samples` first (the old and
+    reference logprobs). ``prompt_states`` receives each sample's hidden state at its
+    last prompt token, from the same pass (PPO's value head reads it).
     """
-    g = run.config.grpo
-    skip = g.skip_zero_advantage and g.kl_beta == 0
-    trained = [s for s in samples if s.advantage != 0] if skip else list(samples)
-    scores = score_samples(run, trained)
-    metrics = run_update(
-        run,
-        samples,
-        lambda batch: grpo_loss(run, batch, g, run.config.rollout.temperature),
-        seed_stream=UPDATE_STREAM,
-        iteration=iteration,
-        keep=(lambda s: s.advantage != 0) if skip else None,
-    )
-    metrics["train/samples"] = run.sum_all(len(samples))
-    return {**metrics, **scores}
-
-
-def train_grpo(config: GRPOConfig, output_dir: str | Path) -> None:
-    """Run (or resume) GRPO, or PPO with ``algorithm: ppo``, in ``output_dir``; every
-    process calls this.
-
-    Raises:
-        ValueError: the config does not fit the number of processes.
-    """
-    with TrainingRun(config, output_dir, config.algorithm) as run:
-        grpo_iterations(run)
-    push_result(config.hub, output_dir)  # sessions stopped; main process only
-
-
-REPLAY_CHECKPOINT = "replay"
+    logprobs = sample_logprobs(run, batch, temperature=temperature, prompt_states=prompt_states)
+    logprobs = pad_sequence(logprobs, batch_first=True)
+    device = logprobs.device
+    old = pad_sequences([s.old_logprobs for s in batch]).to(device)
+    mask = pad_sequences([[1.0] * len(s.completion_ids) for s in batch]).to(device)
+    advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
+    per_token, clipped = clipped_policy_loss(logprobs, old, advantages, cfg.clip_epsilon)
+    if cfg.tis_cap is not None:
+        rollout = pad_sequences([s.rollout_logprobs for s in batch]).to(device)
+        per_token = per_token * truncated_importance_weight(old, rollout, cfg.tis_cap)
+    stats = {"clip_fraction": float((clipped & mask.bool()).sum())}
+    if cfg.kl_beta > 0:
+        ref = pad_sequences([s.ref_logprobs for s in batch]).to(device)
+        kl = kl_k3(logprobs, ref)
+        per_token = per_token + cfg.kl_beta * kl
+        stats["kl"] = float((kl.detach() * mask).sum())
+    stats["abs_log_ratio"] = float(((logprobs.detach() - old).abs() * mask).sum())
+    return BatchLoss(loss_sum=(per_token * mask).sum(), stats=stats)
 
 
 def success_replay(run: TrainingRun) -> SuccessReplay | None:
@@ -166,42 +210,13 @@ def replayed_episodes(
 
 
 def grpo_update(run: TrainingRun, episodes: Sequence[Episode], iteration: int) -> dict[str, float]:
-    """GRPO's update on the iteration's episodes: group-relative advantages, then
-    :func:`policy_update`."""
-    samples = step_samples(episodes, run.config.grpo, vision_token_ids(run.model.config))
-    return policy_update(run, samples, iteration)
+    """GRPO's update on ``episodes`` (the loop's steps 3-5), outside a run's loop."""
+    return update(run, GRPO(), episodes, iteration)
 
 
-def grpo_iterations(run: TrainingRun) -> None:
-    """The iterations still to run (all of them, or the rest of a resumed run).
-
-    With ``algorithm: ppo`` the update is :func:`~uirl_agents.trainers.ppo.ppo_update`;
-    collection, logging and checkpoints are the same.
-    """
-    config = run.config
-    update = ppo_update if config.algorithm == "ppo" else grpo_update
-    replay = success_replay(run)
-    run.evaluate_at_start()
-    rollouts = iteration_rollouts(run, run.collect_iteration)
-    for iteration in run.iterations():
-        watch = Stopwatch()
-        with watch.phase("rollout"):
-            collected = rollouts.take(iteration)
-        episodes = collected.data
-        watch.add("policy", rollouts.policy_seconds(episodes))
-        trained, replayed = replayed_episodes(replay, episodes, gather_object)
-        with watch.phase("train"):
-            train = update(run, trained, iteration)
-        run.state["episodes"] += int(run.sum_all(len(episodes)))
-        rollouts.publish(iteration + 1)
-        tokens = train.pop("train/tokens_processed")
-        metrics = {
-            **run.episode_metrics(episodes, "rollout"),
-            **train,
-            **perf_metrics(watch.totals, watch.elapsed(), tokens),
-            **rollouts.metrics(collected, len(episodes)),
-        }
-        if replay is not None:
-            metrics["train/replayed_episodes"] = run.sum_all(replayed)
-            metrics["train/replay_size"] = float(len(replay))
-        run.end_iteration(iteration, metrics)
+def policy_update(
+    run: TrainingRun, samples: Sequence[TokenSample], iteration: int
+) -> dict[str, float]:
+    """Score GRPO samples, then ``optim.epochs`` passes of the clipped surrogate (the
+    loop's steps 4-5), outside a run's loop."""
+    return update_samples(run, GRPO(), samples, iteration)

@@ -1,24 +1,25 @@
 """PPO over multi-step episodes: a value head, per-step rewards, GAE (``algorithm: ppo``).
 
-The GRPO trainer's iterations (:func:`~uirl_agents.trainers.grpo.grpo_iterations`) with
-another update. Per iteration, on the episodes just collected (per-step rewards: the
-env's dense reward mode gives one at every step):
+The hooks :mod:`~uirl_agents.trainers.loop` runs. Per iteration, on the episodes just
+collected (per-step rewards: the env's dense reward mode gives one at every step):
 
-1. **States.** Every model step is a sample (its exact prompt and sampled ids, as in
-   GRPO: :func:`~uirl_agents.trainers.scoring.token_sample`); a step that cannot be trained
-   on, and the state a truncated episode stopped in (``Episode.final_prompt``), are
-   value-only samples (no completion).
-2. **Score.** GRPO's scoring pass (:func:`~uirl_agents.trainers.scoring.score_samples`)
-   gives the old logprobs and, from the same forward pass, every state's value
-   ``V(s_t)`` (:class:`~uirl_agents.trainers.value.ValueHead`).
-3. **GAE** per episode (``ppo.gamma``, ``ppo.lam``): bootstrapped from the value of the
-   state a truncated episode stopped in, from 0 after a terminal step (and after a failed
-   session: its last screen is no state of the task). The step's advantage is
-   broadcast to its tokens; optionally normalised over the iteration (every process).
-4. **Update.** :func:`~uirl_agents.trainers.update.run_update` with GRPO's clipped
-   surrogate (+ KL, TIS: the ``grpo`` section) plus ``ppo.value_coef`` times the
-   clipped value loss, each step's weighted by its completion tokens (so that the run's
-   token mean makes it a token-weighted mean over steps).
+1. **Samples** (:meth:`PPO.samples`): every model step is a sample (its exact prompt
+   and sampled ids, as in GRPO: :func:`~uirl_agents.trainers.scoring.token_sample`); a
+   step that cannot be trained on, and the state a truncated episode stopped in
+   (``Episode.final_prompt``), are value-only samples (no completion).
+2. **Score** (:meth:`PPO.score`): the scoring pass
+   (:func:`~uirl_agents.trainers.scoring.score_samples`) gives the old logprobs and,
+   from the same forward pass, every state's value ``V(s_t)``
+   (:class:`~uirl_agents.trainers.value.ValueHead`); then **GAE** per episode
+   (``ppo.gamma``, ``ppo.lam``): bootstrapped from the value of the state a truncated
+   episode stopped in, from 0 after a terminal step (and after a failed session: its
+   last screen is no state of the task). The step's advantage is broadcast to its
+   tokens; optionally normalised over the iteration (every process).
+3. **Loss** (:func:`ppo_loss`): GRPO's clipped surrogate
+   (:func:`~uirl_agents.trainers.grpo.grpo_loss`: + KL, TIS, the ``grpo`` section) plus
+   ``ppo.value_coef`` times the clipped value loss, each step's weighted by its
+   completion tokens (so that the run's token mean makes it a token-weighted mean over
+   steps).
 
 GRPO or PPO: GRPO needs groups (several episodes per task instance) and gives every step
 of an episode the same advantage; PPO learns from single episodes and credits each step
@@ -34,20 +35,70 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from uirl_agents.trainers.common import TrainingRun
 from uirl_agents.trainers.config import GRPOConfig
+from uirl_agents.trainers.grpo import grpo_loss
+from uirl_agents.trainers.loop import Algorithm
 from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
+from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
-    grpo_loss,
     score_samples,
     token_sample,
     vision_token_ids,
 )
-from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
+from uirl_agents.trainers.update import BatchLoss, TokenSample
 from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
+
+
+class PPO(Algorithm):
+    """PPO's hooks (``algorithm: ppo``; the ``ppo`` section, and ``grpo``'s loss fields).
+
+    Attributes:
+        states: the episodes' states of the last :meth:`samples` call, which
+            :meth:`score` turns into advantages (GAE runs per episode).
+    """
+
+    name = "ppo"
+    seed_stream = UPDATE_STREAM
+
+    def __init__(self) -> None:
+        self.states: list[EpisodeStates] = []
+
+    def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
+        """Every state of the episodes: the steps', then the final state of a truncated one."""
+        excluded = vision_token_ids(run.model.config)
+        self.states = [episode_states(e, run.config, excluded) for e in episodes]
+        return [x for s in self.states for x in (*s.steps, *([s.final] if s.final else []))]
+
+    def score(
+        self, run: TrainingRun, samples: Sequence[TokenSample]
+    ) -> tuple[list[TokenSample], dict[str, float]]:
+        """Score every state (old logprobs, values), GAE, then the step samples to train.
+
+        Returns:
+            The samples with a completion, and the scoring pass's metrics with
+            ``train/value_mean``, ``train/return_mean``, ``train/explained_variance``
+            (``1 - Var(R - V) / Var(R)`` over the trained steps of every process: 1 is a
+            perfect critic, <= 0 one no better than a constant), ``train/advantage_std``.
+        """
+        config = run.config
+        scores = score_samples(run, samples, value_head=run.value_head)
+        set_advantages(self.states, config.ppo.gamma, config.ppo.lam)
+        trained = [x for s in self.states for x in s.steps if x.completion_ids]
+        value_metrics = _value_metrics(run, trained)
+        value_metrics["train/advantage_std"] = shape_advantages(
+            trained,
+            normalize=config.ppo.normalize_advantages,
+            negative_scale=config.grpo.negative_advantage_scale,
+            sum_all=run.sum_all,
+            std_floor=config.ppo.advantage_std_floor,
+        )
+        return trained, {**scores, **value_metrics}
+
+    def loss(self, run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
+        return ppo_loss(run, batch)
 
 
 @dataclass
@@ -155,41 +206,6 @@ def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
         "value_clip_fraction": float((clipped * tokens).sum()),
     }
     return BatchLoss(loss_sum=loss_sum, stats=stats)
-
-
-def ppo_update(run: TrainingRun, episodes: Sequence[Episode], iteration: int) -> dict[str, float]:
-    """Score every state, GAE, then ``optim.epochs`` passes of the PPO loss.
-
-    Returns:
-        :func:`~uirl_agents.trainers.update.run_update`'s metrics, the scoring pass's,
-        and ``train/value_mean``, ``train/return_mean``, ``train/explained_variance``
-        (``1 - Var(R - V) / Var(R)`` over the trained steps of every process: 1 is a
-        perfect critic, <= 0 one no better than a constant), ``train/samples``.
-    """
-    config = run.config
-    excluded = vision_token_ids(run.model.config)
-    states = [episode_states(e, config, excluded) for e in episodes]
-    scored = [x for s in states for x in (*s.steps, *([s.final] if s.final else []))]
-    scores = score_samples(run, scored, value_head=run.value_head)
-    set_advantages(states, config.ppo.gamma, config.ppo.lam)
-    samples = [x for s in states for x in s.steps if x.completion_ids]
-    value_metrics = _value_metrics(run, samples)
-    value_metrics["train/advantage_std"] = shape_advantages(
-        samples,
-        normalize=config.ppo.normalize_advantages,
-        negative_scale=config.grpo.negative_advantage_scale,
-        sum_all=run.sum_all,
-        std_floor=config.ppo.advantage_std_floor,
-    )
-    metrics = run_update(
-        run,
-        samples,
-        lambda batch: ppo_loss(run, batch),
-        seed_stream=UPDATE_STREAM,
-        iteration=iteration,
-    )
-    metrics["train/samples"] = run.sum_all(len(samples))
-    return {**metrics, **scores, **value_metrics}
 
 
 def _value_metrics(run: TrainingRun, samples: Sequence[TokenSample]) -> dict[str, float]:

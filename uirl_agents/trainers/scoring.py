@@ -1,16 +1,16 @@
-"""What GRPO and PPO share below both: token samples from episode steps, the scoring
-pass, and the clipped-surrogate loss of a micro-batch.
+"""What the policy-gradient algorithms share below them: token samples from episode
+steps, and the scoring pass.
 
 - :func:`token_sample`: one model step as a :class:`~uirl_agents.trainers.update.TokenSample`
   (its exact prompt and the sampled ids), or None when it cannot be trained on;
 - :func:`score_samples`: one pass without gradients: the old (and reference)
   logprobs, the entropy, the rollout/trainer mismatch, and PPO's old values;
-- :func:`grpo_loss`: the clipped surrogate ``-min(r A, clip(r, 1-eps, 1+eps) A)``, times
-  the truncated importance weight with ``grpo.tis_cap``, plus ``kl_beta`` times the k3
-  KL, summed over a micro-batch's completion tokens (PPO adds its value loss to it).
+- :func:`sample_logprobs`: the policy's logprobs of a micro-batch's completions (the
+  forward pass every loss and the scoring pass run).
 
-GRPO (:mod:`~uirl_agents.trainers.grpo`) and PPO (:mod:`~uirl_agents.trainers.ppo`)
-both import this module, and neither imports the other's update.
+GRPO (:mod:`~uirl_agents.trainers.grpo`), PPO (:mod:`~uirl_agents.trainers.ppo`) and
+expert iteration's SFT loss (:mod:`~uirl_agents.trainers.sft`) import this module; it
+imports none of them.
 """
 
 from __future__ import annotations
@@ -19,20 +19,14 @@ import logging
 from collections.abc import Sequence
 
 import torch
-from torch.nn.utils.rnn import pad_sequence
 
 from uirl_agents.policies.hf import completion_logprobs
 from uirl_agents.trainers import sharding
-from uirl_agents.trainers.common import TrainingRun, reference_policy
 from uirl_agents.trainers.config import GRPOSection
-from uirl_agents.trainers.losses import (
-    clipped_policy_loss,
-    kl_k3,
-    pad_sequences,
-    token_budget_batches,
-    truncated_importance_weight,
-)
-from uirl_agents.trainers.update import BatchLoss, TokenSample
+from uirl_agents.trainers.losses import token_budget_batches
+from uirl_agents.trainers.model import reference_policy
+from uirl_agents.trainers.run import TrainingRun
+from uirl_agents.trainers.update import TokenSample
 from uirl_agents.trainers.value import ValueHead
 from uirl_agents.trajectories import Episode, Step
 
@@ -98,11 +92,10 @@ def score_samples(
     # is gathered whole so that forward passes need no collective (FSDP).
     with torch.no_grad(), sharding.gathered(run.model), run.autocast():
         for batch in batches:
-            args = _logprob_args(run, batch)
             entropies: list[torch.Tensor] = []
             states: list[torch.Tensor] | None = [] if value_head is not None else None
-            old = completion_logprobs(
-                *args, temperature=temperature, entropies=entropies, prompt_states=states
+            old = sample_logprobs(
+                run, batch, temperature=temperature, entropies=entropies, prompt_states=states
             )
             if value_head is not None:
                 for sample, value in zip(batch, value_head(torch.stack(states)), strict=True):
@@ -110,7 +103,7 @@ def score_samples(
             ref: list[torch.Tensor | None] = [None] * len(batch)
             if cfg.grpo.kl_beta > 0:
                 with reference_policy(run.model):
-                    ref = completion_logprobs(*args, temperature=temperature)
+                    ref = sample_logprobs(run, batch, temperature=temperature)
             for sample, lp, r, h in zip(batch, old, ref, entropies, strict=True):
                 sample.old_logprobs, sample.ref_logprobs = lp.float().cpu(), r
                 entropy_sum += float(h.sum())
@@ -128,46 +121,25 @@ def score_samples(
     return metrics
 
 
-def _logprob_args(run: TrainingRun, batch: Sequence[TokenSample]) -> tuple:
-    return (
+def sample_logprobs(
+    run: TrainingRun,
+    batch: Sequence[TokenSample],
+    *,
+    temperature: float = 1.0,
+    entropies: list[torch.Tensor] | None = None,
+    prompt_states: list[torch.Tensor] | None = None,
+) -> list[torch.Tensor]:
+    """The policy's logprobs of each sample's completion ids, one batched forward pass
+    (:func:`~uirl_agents.policies.hf.completion_logprobs`: ``entropies`` and
+    ``prompt_states`` receive, per sample, the sampling distribution's entropy per token
+    and the hidden state at the last prompt token)."""
+    return completion_logprobs(
         run.model,
         run.processor,
         [s.messages for s in batch],
         [s.images for s in batch],
         [s.completion_ids for s in batch],
+        temperature=temperature,
+        entropies=entropies,
+        prompt_states=prompt_states,
     )
-
-
-def grpo_loss(
-    run: TrainingRun,
-    batch: Sequence[TokenSample],
-    cfg: GRPOSection,
-    temperature: float,
-    prompt_states: list[torch.Tensor] | None = None,
-) -> BatchLoss:
-    """The micro-batch's clipped surrogate (+ KL) summed over its completion tokens.
-
-    Needs :func:`score_samples` first (the old and reference logprobs). ``prompt_states``
-    receives each sample's hidden state at its last prompt token, from the same pass (PPO's
-    value head reads it).
-    """
-    logprobs = completion_logprobs(
-        *_logprob_args(run, batch), temperature=temperature, prompt_states=prompt_states
-    )
-    logprobs = pad_sequence(logprobs, batch_first=True)
-    device = logprobs.device
-    old = pad_sequences([s.old_logprobs for s in batch]).to(device)
-    mask = pad_sequences([[1.0] * len(s.completion_ids) for s in batch]).to(device)
-    advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
-    per_token, clipped = clipped_policy_loss(logprobs, old, advantages, cfg.clip_epsilon)
-    if cfg.tis_cap is not None:
-        rollout = pad_sequences([s.rollout_logprobs for s in batch]).to(device)
-        per_token = per_token * truncated_importance_weight(old, rollout, cfg.tis_cap)
-    stats = {"clip_fraction": float((clipped & mask.bool()).sum())}
-    if cfg.kl_beta > 0:
-        ref = pad_sequences([s.ref_logprobs for s in batch]).to(device)
-        kl = kl_k3(logprobs, ref)
-        per_token = per_token + cfg.kl_beta * kl
-        stats["kl"] = float((kl.detach() * mask).sum())
-    stats["abs_log_ratio"] = float(((logprobs.detach() - old).abs() * mask).sum())
-    return BatchLoss(loss_sum=(per_token * mask).sum(), stats=stats)

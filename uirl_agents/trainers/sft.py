@@ -10,7 +10,8 @@ by the chat template's end-of-turn token, as the model would have to produce it.
 
 The loss is the completion tokens' negative log-likelihood (temperature 1), token
 mean over the iteration's data (every process), through the same micro-batches,
-gradient sync and optimizer steps as GRPO (:func:`~uirl_agents.trainers.update.run_update`).
+gradient sync and optimizer steps as GRPO (the loop's update:
+:func:`~uirl_agents.trainers.update.run_update`).
 
 Why not TRL's ``SFTTrainer`` (used before): its vision-language collator re-tokenises
 the completion text, and each new trainer re-seeds every process with the same seed,
@@ -25,9 +26,10 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from uirl_agents.policies.hf import completion_logprobs, encode_prompts
-from uirl_agents.trainers.common import TrainingRun
-from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
+from uirl_agents.policies.hf import encode_prompts
+from uirl_agents.trainers.run import TrainingRun
+from uirl_agents.trainers.scoring import sample_logprobs
+from uirl_agents.trainers.update import BatchLoss, TokenSample
 from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
@@ -92,34 +94,5 @@ def sft_samples(
 
 def sft_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
     """The micro-batch's completion tokens' summed negative log-likelihood."""
-    logprobs = completion_logprobs(
-        run.model,
-        run.processor,
-        [s.messages for s in batch],
-        [s.images for s in batch],
-        [s.completion_ids for s in batch],
-    )
+    logprobs = sample_logprobs(run, batch)
     return BatchLoss(loss_sum=-torch.cat(logprobs).sum(), stats={})
-
-
-def sft_update(
-    run: TrainingRun, samples: Sequence[TokenSample], iteration: int
-) -> dict[str, float]:
-    """Fine-tune ``run.model`` on this process's ``samples`` (every process calls it).
-
-    Returns:
-        ``train/*`` metrics; ``train/samples`` counts every process's samples (0: no
-        update was made).
-    """
-    num_samples = run.sum_all(len(samples))
-    if num_samples == 0:
-        logger.info("iteration %d: no step to fine-tune on; no update", iteration)
-        return {"train/samples": 0.0}
-    metrics = run_update(
-        run,
-        samples,
-        lambda batch: sft_loss(run, batch),
-        seed_stream=SFT_STREAM,
-        iteration=iteration,
-    )
-    return {**metrics, "train/samples": num_samples}

@@ -40,7 +40,7 @@ from uirl_agents.trainers import sharding
 from uirl_agents.trainers.losses import token_budget_batches
 
 if TYPE_CHECKING:
-    from uirl_agents.trainers.common import TrainingRun
+    from uirl_agents.trainers.run import TrainingRun
 
 # Gradients are summed over processes this many bytes at a time: one flat copy of every
 # gradient would cost a full model's worth of memory (~14 GB in bf16 for 7B).

@@ -1,4 +1,8 @@
-"""Hand a new LoRA adapter to a running vLLM server (``vllm serve ... --enable-lora``).
+"""The vLLM rollout backend: the policy that samples from the server, and handing it a
+new LoRA adapter (``vllm serve ... --enable-lora``).
+
+:func:`vllm_policy` samples from an adapter the server serves, every sampling field sent
+explicitly (:func:`vllm_sampling_fields`), and refuses a response without token ids.
 
 vLLM loads adapters at run time when started with
 ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``: ``POST /v1/load_lora_adapter`` with
@@ -10,8 +14,13 @@ the server, so it must be a folder the server can see (a shared volume).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import requests
+
+from uirl_agents.formats import FormatConfig
+from uirl_agents.policies.base import Policy
+from uirl_agents.trainers.config import TrainConfig
 
 logger = logging.getLogger(__name__)
 
@@ -71,3 +80,45 @@ def unload_lora_adapter(base_url: str, lora_name: str, *, timeout_s: float = 60.
         AdapterLoadError: no response, or a status other than 200.
     """
     _post(f"{_root(base_url)}/v1/unload_lora_adapter", {"lora_name": lora_name}, timeout_s)
+
+
+def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfig) -> Policy:
+    """The rollout policy on the vLLM server: ``model_name`` (an adapter it serves),
+    sampled with every field of ``rollout`` sent explicitly; a response without token
+    ids raises :class:`~uirl_agents.policies.openai_compat.TokenIdsMissingError`."""
+    from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
+
+    r = config.rollout
+    return OpenAIPolicy(
+        OpenAIPolicyConfig(
+            base_url=r.vllm_base_url,
+            model=model_name,
+            format=config.model.format,
+            format_config=format_config,
+            max_images=r.max_images,
+            max_history=r.max_history,
+            temperature=r.temperature,
+            top_p=r.top_p,
+            max_tokens=r.max_new_tokens,
+            max_concurrency=config.env.num_envs,
+            extra_body=vllm_sampling_fields(r.extra_body),
+            # The updates train on the sampled ids: a step without them is no sample
+            # (GRPO would train on nothing, PPO only its value head).
+            require_token_ids=True,
+        )
+    )
+
+
+def vllm_sampling_fields(extra_body: dict[str, Any]) -> dict[str, Any]:
+    """Every sampling field vLLM would otherwise take from the checkpoint's
+    generation_config.json (Qwen2.5-VL ships top_k 1 and repetition_penalty 1.05: near
+    greedy, so a GRPO group's episodes come out the same), then the user's own."""
+    neutral = {
+        "top_k": -1,
+        "min_p": 0.0,
+        "repetition_penalty": 1.0,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "n": 1,
+    }
+    return neutral | extra_body

@@ -1,6 +1,6 @@
 """Share a training run on the Hugging Face Hub.
 
-    python -m uirl_agents.push RUN_DIR user/name [--merged] [--results DIR] [--private]
+    python -m uirl_agents.trainers.push RUN_DIR user/name [--merged] [--results DIR] [--private]
 
 uploads, from the run's latest checkpoint, in one commit:
 
@@ -376,7 +376,7 @@ def push_run(
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="python -m uirl_agents.push",
+        prog="python -m uirl_agents.trainers.push",
         description="Push a training run's adapter (or merged weights), processor, config "
         "and model card to the Hugging Face Hub.",
     )

@@ -1,8 +1,8 @@
-"""What both trainers share: processes, model, sessions, episodes, metrics, checkpoints.
+"""One process's share of a training run: its processes, model, sessions, episodes,
+metrics and checkpoints (:class:`TrainingRun`).
 
-:class:`TrainingRun` is one process's share of a run. Each process (``accelerate
-launch`` / ``torchrun``, or a plain ``python``) owns its own sessions (a
-:class:`~uirl_gym.runtimes.local.LocalRuntime` and a
+Each process (``accelerate launch`` / ``torchrun``, or a plain ``python``) owns its own
+sessions (a :class:`~uirl_gym.runtimes.local.LocalRuntime` and a
 :class:`~uirl_gym.vector.SessionVectorEnv`), collects its own episodes with
 :func:`~uirl_agents.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
 episodes never span processes). Only the main process logs and writes checkpoints.
@@ -10,11 +10,8 @@ episodes never span processes). Only the main process logs and writes checkpoint
 Seeds: the model is built under ``config.seed`` on every process (so a fresh LoRA
 adapter starts equal everywhere, and stays equal: every process applies the same
 summed gradients), then each process samples with its own stream ``seed + rank``.
-
-Episode specs derive from ``(seed, iteration, rank)`` alone, so a resumed run
-collects exactly the task instances the interrupted iteration would have, and no
-iteration's episodes are counted twice. Evaluation uses a fixed set of held-out
-instances: env seeds >= 2**31 (training ones are < 2**31) and the task's test split.
+Which task instances it plays: :mod:`~uirl_agents.trainers.specs`. The loop that drives
+a run: :mod:`~uirl_agents.trainers.loop`.
 """
 
 from __future__ import annotations
@@ -29,249 +26,46 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, set_seed
 from tqdm.auto import tqdm
 
-from uirl_agents.formats import FormatConfig, ModelFormat, get_format
-from uirl_agents.model_parts import VISION_TOWER
-from uirl_agents.models import load_model, load_processor, resolve_dtype
+from uirl_agents.formats import ModelFormat, get_format
+from uirl_agents.models import load_processor
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
-from uirl_agents.push import require_token
-from uirl_agents.quantization import quantization_mode, use_plain_cpu_layout
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import config_to_dict, save_config
-from uirl_agents.trainers.config import (
-    TINY_MODEL,
-    TINY_MODEL_DIR,
-    EnvConfig,
-    ModelConfig,
-    TrainConfig,
-)
-from uirl_agents.trainers.lora import lora_target_modules
+from uirl_agents.trainers.config import TrainConfig
 from uirl_agents.trainers.metrics import (
     MetricsLogger,
     check_backends,
     episode_metrics,
     episode_record,
 )
+from uirl_agents.trainers.model import (
+    build_model,
+    compute_dtype,
+    needs_autocast,
+    resolve_model_path,
+    trainable_parameters,
+)
+from uirl_agents.trainers.push import require_token
 from uirl_agents.trainers.schedule import iteration_scheduler
+from uirl_agents.trainers.specs import EVAL_STREAM, TRAIN_STREAM, derive_specs
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
+from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
 from uirl_agents.trajectories import Episode, TrajectoryWriter
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.vector import SessionVectorEnv
 
 logger = logging.getLogger(__name__)
 
-# Independent random streams for the task instances of each use.
-TRAIN_STREAM, EVAL_STREAM, DEMO_STREAM = 0, 1, 3
-EVAL_SEED_OFFSET = 2**31
 TRAJECTORIES_DIR = "trajectories"
-REFERENCE_ADAPTER = "reference"
 REFERENCE_ADAPTER_DIR = "reference_adapter"
-
-
-# ---- model -----------------------------------------------------------------------------
-
-
-def resolve_model_path(cfg: ModelConfig, output_dir: Path, accelerator: Accelerator) -> str:
-    """The checkpoint to load; ``tiny`` builds the tiny Qwen2.5-VL (main process, once)."""
-    if cfg.name != TINY_MODEL:
-        return cfg.name
-    path = output_dir / TINY_MODEL_DIR
-    if accelerator.is_main_process and not (path / "config.json").exists():
-        from uirl_agents.tiny_model import build_tiny_qwen25vl
-
-        build_tiny_qwen25vl(path)
-    accelerator.wait_for_everyone()
-    return str(path)
-
-
-def compute_dtype(cfg: ModelConfig, device: torch.device) -> torch.dtype:
-    """The dtype forward passes run in (``model.dtype``, auto: bf16 on GPU, fp32 on CPU)."""
-    return resolve_dtype(cfg.dtype, device)
-
-
-def build_model(
-    cfg: ModelConfig,
-    model_path: str,
-    device: torch.device,
-    checkpoint: Path | None = None,
-    reference_adapter: str | Path | None = None,
-) -> torch.nn.Module:
-    """The trainable policy model: base + LoRA (or all weights), restored from a checkpoint.
-
-    Args:
-        cfg: the model section.
-        model_path: the base checkpoint.
-        device: where the weights go.
-        checkpoint: a trainer checkpoint to restore the adapter (or full weights) from.
-        reference_adapter: an adapter loaded frozen as the ``reference`` adapter
-            (:func:`reference_policy`); default: ``cfg.adapter_path``, the starting policy.
-
-    Returns:
-        A ``PeftModel`` with a trainable adapter (``lora_rank > 0``; on an 8/4-bit base
-        with ``load_in_8bit`` / ``load_in_4bit``: QLoRA; every trainable weight float32,
-        ``modules_to_save`` included: :func:`upcast_trainable`), else the model with every weight
-        trainable (float32 master weights: mixed precision, and the vision tower frozen
-        with ``freeze_vision_tower``); in eval mode.
-    """
-    dtype = compute_dtype(cfg, device)
-    kwargs = {"device": device, "attn_implementation": cfg.attn_implementation}
-    if cfg.lora_rank == 0:
-        source = checkpoint / ckpt.MODEL_DIR if checkpoint is not None else model_path
-        # AdamW on bf16 weights loses updates below bf16's resolution (1e-5 * 1 rounds
-        # away): the weights stay float32 and forward passes autocast to `dtype`.
-        model = load_model(source, dtype=torch.float32, **kwargs)
-        model.requires_grad_(True)
-        if cfg.freeze_vision_tower:
-            frozen = [p for n, p in model.named_parameters() if VISION_TOWER.search(n)]
-            for p in frozen:
-                p.requires_grad_(False)
-            logger.info("vision tower frozen: %d parameters", sum(p.numel() for p in frozen))
-    else:
-        import peft
-
-        quantization = quantization_mode(
-            load_in_8bit=cfg.load_in_8bit, load_in_4bit=cfg.load_in_4bit
-        )
-        model = load_model(model_path, dtype=dtype, quantization=quantization, **kwargs)
-        if quantization is not None:
-            # peft's QLoRA recipe: the quantized base frozen, the layers kept in float
-            # (norms, embeddings, head) upcast to float32 for stable adapter gradients.
-            model = peft.prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-            use_plain_cpu_layout(model, training=True)
-        adapter = checkpoint / ckpt.ADAPTER_DIR if checkpoint is not None else cfg.adapter_path
-        reference_adapter = reference_adapter or cfg.adapter_path
-        if adapter is not None:
-            model = peft.PeftModel.from_pretrained(model, str(adapter), is_trainable=True)
-        else:
-            targets = lora_target_modules(model, cfg.lora_preset, cfg.lora_target_modules)
-            logger.info(
-                "LoRA (%s): %s",
-                cfg.lora_preset,
-                f"{len(targets)} modules" if isinstance(targets, list) else targets,
-            )
-            lora = peft.LoraConfig(
-                r=cfg.lora_rank,
-                lora_alpha=cfg.lora_alpha,
-                lora_dropout=cfg.lora_dropout,
-                target_modules=targets,
-                modules_to_save=list(cfg.lora_modules_to_save) or None,
-                task_type="CAUSAL_LM",
-            )
-            model = peft.get_peft_model(model, lora)
-        if reference_adapter is not None:
-            model.load_adapter(str(reference_adapter), REFERENCE_ADAPTER, is_trainable=False)
-            model.set_adapter("default")
-        if upcast_trainable(model) and adapter is not None:
-            # The saved float32 weights went into the bf16 copies first: load them again,
-            # exactly (a resumed run continues bit-identical).
-            peft.set_peft_model_state_dict(model, peft.utils.load_peft_weights(str(adapter)))
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        if cfg.lora_rank > 0:
-            # Frozen embeddings would leave checkpointed blocks without a grad path.
-            model.enable_input_require_grads()
-    return model.eval()
-
-
-def trainable_parameters(model: torch.nn.Module) -> list[torch.nn.Parameter]:
-    return [p for p in model.parameters() if p.requires_grad]
-
-
-def upcast_trainable(model: torch.nn.Module) -> bool:
-    """Make every trainable weight of ``model`` a float32 master weight; returns whether
-    any was not.
-
-    peft creates its ``modules_to_save`` copies (e.g. ``lm_head``) in the base model's
-    dtype: AdamW on bf16 weights rounds most small updates away (at lr 1e-5, one step
-    moved 15.5% of the tiny model's ``lm_head``). The LoRA matrices are float32 already
-    (peft's ``autocast_adapter_dtype``). Forward passes then run under autocast
-    (:func:`needs_autocast`).
-    """
-    low = [p for p in trainable_parameters(model) if p.dtype != torch.float32]
-    for p in low:
-        p.data = p.data.float()
-    return bool(low)
-
-
-def needs_autocast(cfg: ModelConfig, compute_dtype: torch.dtype) -> bool:
-    """Whether forward passes need ``torch.autocast`` to ``compute_dtype``: float32
-    master weights next to a lower compute dtype (full fine-tuning, or the modules LoRA
-    trains in full; a quantized base has its own float32 layers, as before)."""
-    if compute_dtype == torch.float32:
-        return False
-    if cfg.lora_rank == 0:
-        return True
-    quantized = cfg.load_in_8bit or cfg.load_in_4bit
-    return bool(cfg.lora_modules_to_save) and not quantized
-
-
-@contextlib.contextmanager
-def reference_policy(model: torch.nn.Module) -> Iterator[None]:
-    """Forward passes inside run the reference policy (the starting policy, frozen).
-
-    With a run that started from an adapter, that is the adapter as it was loaded
-    (kept as a second, frozen peft adapter); else the base model (adapter disabled).
-    """
-    if REFERENCE_ADAPTER in model.peft_config:
-        model.set_adapter(REFERENCE_ADAPTER, inference_mode=True)
-        try:
-            yield
-        finally:
-            model.set_adapter("default")  # trainable again (peft toggles requires_grad)
-    else:
-        with model.disable_adapter():
-            yield
-
-
-# ---- the run ---------------------------------------------------------------------------
-
-
-def derive_specs(
-    env: EnvConfig,
-    *,
-    seed: int,
-    stream: int,
-    iteration: int,
-    rank: int,
-    num_groups: int,
-    group_size: int,
-    tag: str,
-) -> list[EpisodeSpec]:
-    """``num_groups`` task instances x ``group_size`` episodes, a function of
-    ``(seed, stream, iteration, rank)`` only; evaluation episodes draw their task
-    instances from the test split (``uirl_gym.tasks.SPLITS``), training ones from train.
-
-    Group ids are ``{tag}{iteration}-r{rank}-g{index}``.
-    """
-    rng = np.random.default_rng([seed, stream, iteration, rank])
-    offset = EVAL_SEED_OFFSET if stream == EVAL_STREAM else 0
-    tasks = sorted(env.tasks or {})
-    weights = np.array([env.tasks[t] for t in tasks]) if env.tasks else None
-    specs = []
-    for g in range(num_groups):
-        task_seed = offset + int(rng.integers(2**31))
-        if env.task_seed is not None and stream != EVAL_STREAM:
-            task_seed = env.task_seed
-        # A group is one task instance: its episodes share the task, seed and options.
-        task = "simple_data_entry"
-        if weights is not None:
-            task = tasks[int(rng.choice(len(tasks), p=weights / weights.sum()))]
-        options: dict[str, Any] = dict((env.task_options or {}).get(task, {}))
-        if weights is not None:
-            options["task"] = task
-        if stream == EVAL_STREAM:  # instances from the split no training run samples
-            options["split"] = "test"
-        group_id = f"{tag}{iteration}-r{rank}-g{g}"
-        specs += [EpisodeSpec(task_seed, options, group_id) for _ in range(group_size)]
-    return specs
 
 
 class TrainingRun:
@@ -306,7 +100,9 @@ class TrainingRun:
         collect_iteration: run the current policy on them.
         collect: run a policy on specs (trajectories written if configured).
         episode_metrics: ``{prefix}/...`` means over every process's episodes.
-        evaluate_at_start / end_iteration (evaluate, log, checkpoint) / publish_weights.
+        evaluate_at_start, end_update, evaluate_when_due, log, maybe_checkpoint: the end
+            of an iteration (:func:`~uirl_agents.trainers.loop.run_iterations`).
+        publish_weights: hand the new weights to the rollout policy (vLLM).
         sum_all / max_all / sum_all_dict: reductions over processes.
         rank_divergence: the largest weight difference between two processes (0).
         autocast: the context forward passes run in.
@@ -631,28 +427,28 @@ class TrainingRun:
     def evaluate_at_start(self) -> None:
         """Evaluate the initial weights (step 0), unless resumed or switched off."""
         if self.start_iteration == 0 and self.config.eval.at_start:
-            self.log(self._evaluate(0), step=0)
+            self.log(self.evaluate(0), step=0)
 
-    def end_iteration(self, iteration: int, metrics: dict[str, float]) -> None:
-        """Evaluate when due, log everything at step ``iteration + 1``, checkpoint when due.
-
-        Step = iterations done: iteration ``k``'s rollouts, update and the evaluation of
-        its result share step ``k + 1`` (step 0: the evaluation before any update).
-        """
-        done = iteration + 1
-        metrics = {**metrics, "train/learning_rate": self.scheduler.get_last_lr()[0]}
+    def end_update(self) -> dict[str, float]:
+        """After an iteration's update: ``train/learning_rate`` (the rate the update used)
+        and, with several processes, ``train/rank_divergence``; then the schedule moves
+        on to the next iteration's rate."""
+        metrics = {"train/learning_rate": self.scheduler.get_last_lr()[0]}
         if self.world_size > 1 and not self.sharded:  # sharded: one copy, nothing to compare
             metrics["train/rank_divergence"] = divergence = self.rank_divergence()
             if divergence > 0 and self.is_main:
                 logger.warning("processes hold different weights (max |difference| %g)", divergence)
         self.scheduler.step()
-        e = self.config.eval
-        if e.episodes and (done % e.every == 0 or done == self.config.iterations):
-            metrics = {**metrics, **self._evaluate(done)}
-        self.log(metrics, step=done)
-        self.maybe_checkpoint(done)
+        return metrics
 
-    def _evaluate(self, step: int) -> dict[str, float]:
+    def evaluate_when_due(self, iterations_done: int) -> dict[str, float]:
+        """``eval/*`` after every ``eval.every`` iterations and after the last one, else {}."""
+        e = self.config.eval
+        due = iterations_done % e.every == 0 or iterations_done == self.config.iterations
+        return self.evaluate(iterations_done) if e.episodes and due else {}
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """``eval/*`` over the held-out instances, with :attr:`eval_policy`."""
         if self.config.eval.episodes == 0:
             return {}
         episodes = self.collect(
@@ -697,8 +493,6 @@ class TrainingRun:
         """With the vLLM backend, serve the current adapter and sample from it next."""
         if self.config.rollout.backend != "vllm":
             return
-        from uirl_agents.trainers.vllm import load_lora_adapter
-
         r = self.config.rollout
         name = f"{self.output_dir.name}-iter{iterations_done}"
         root = Path(r.vllm_adapter_dir or self.output_dir / "vllm_adapters")
@@ -710,48 +504,6 @@ class TrainingRun:
             load_lora_adapter(r.vllm_base_url, name, str(root / name))
         self.accelerator.wait_for_everyone()
         self.policy = vllm_policy(self.config, name, self.format.config)
-
-
-def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfig) -> Policy:
-    """The rollout policy on the vLLM server: ``model_name`` (an adapter it serves),
-    sampled with every field of ``rollout`` sent explicitly; a response without token
-    ids raises :class:`~uirl_agents.policies.openai_compat.TokenIdsMissingError`."""
-    from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
-
-    r = config.rollout
-    return OpenAIPolicy(
-        OpenAIPolicyConfig(
-            base_url=r.vllm_base_url,
-            model=model_name,
-            format=config.model.format,
-            format_config=format_config,
-            max_images=r.max_images,
-            max_history=r.max_history,
-            temperature=r.temperature,
-            top_p=r.top_p,
-            max_tokens=r.max_new_tokens,
-            max_concurrency=config.env.num_envs,
-            extra_body=vllm_sampling_fields(r.extra_body),
-            # The updates train on the sampled ids: a step without them is no sample
-            # (GRPO would train on nothing, PPO only its value head).
-            require_token_ids=True,
-        )
-    )
-
-
-def vllm_sampling_fields(extra_body: dict[str, Any]) -> dict[str, Any]:
-    """Every sampling field vLLM would otherwise take from the checkpoint's
-    generation_config.json (Qwen2.5-VL ships top_k 1 and repetition_penalty 1.05: near
-    greedy, so a GRPO group's episodes come out the same), then the user's own."""
-    neutral = {
-        "top_k": -1,
-        "min_p": 0.0,
-        "repetition_penalty": 1.0,
-        "presence_penalty": 0.0,
-        "frequency_penalty": 0.0,
-        "n": 1,
-    }
-    return neutral | extra_body
 
 
 def _pretty(data: dict[str, Any], indent: int = 2) -> str:
