@@ -44,9 +44,8 @@ import orjson
 
 from uirl_gym.actions import (
     CDP_KEYS,
+    DEFAULT_SCREEN,
     DRAG_MOVE_STEPS,
-    SCREEN_HEIGHT,
-    SCREEN_WIDTH,
     SCROLL_NOTCH_PX,
     TYPED_KEYS,
     Action,
@@ -162,6 +161,8 @@ class _Tab:
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     loading: bool = False
     url: str = ""  # the app it was loaded with
+    screen: tuple[int, int] = DEFAULT_SCREEN  # its viewport (width, height)
+    page_scale: float = 1.0
     # execution context id -> (origin, frame id, is the frame's main world)
     contexts: dict[int, tuple[str, str, bool]] = field(default_factory=dict)
 
@@ -206,6 +207,8 @@ class CdpBrowserSession:
         self._mouse = (0, 0)
         # The episode's pinch zoom: screen pixels are page pixels times this.
         self._page_scale = 1.0
+        # The viewport of the next context prepared (the last episode's screen).
+        self._screen = DEFAULT_SCREEN
         self.alive = False
         self.launches = 0
         self.frames_on_demand = (
@@ -275,6 +278,7 @@ class CdpBrowserSession:
 
     async def _new_tab(self) -> _Tab:
         cdp = self._cdp
+        width, height = screen = self._screen
         context_id = (await cdp.send("Target.createBrowserContext"))["browserContextId"]
         await cdp.send(
             "Browser.grantPermissions",
@@ -290,8 +294,8 @@ class CdpBrowserSession:
                 {
                     "url": "about:blank",
                     "browserContextId": context_id,
-                    "width": SCREEN_WIDTH,
-                    "height": SCREEN_HEIGHT,
+                    "width": width,
+                    "height": height,
                     "enableBeginFrameControl": self.frames_on_demand,
                 },
             )
@@ -299,24 +303,13 @@ class CdpBrowserSession:
         session_id = (
             await cdp.send("Target.attachToTarget", {"targetId": target_id, "flatten": True})
         )["sessionId"]
-        tab = _Tab(context_id=context_id, target_id=target_id, session_id=session_id)
+        tab = _Tab(context_id=context_id, target_id=target_id, session_id=session_id, screen=screen)
         self._listen(tab)
         send = cdp.send
         await asyncio.gather(
             send("Page.enable", session_id=session_id),
             send("Runtime.enable", session_id=session_id),
-            send(
-                "Emulation.setDeviceMetricsOverride",
-                {
-                    "width": SCREEN_WIDTH,
-                    "height": SCREEN_HEIGHT,
-                    "deviceScaleFactor": 1,
-                    "mobile": False,
-                    "screenWidth": SCREEN_WIDTH,
-                    "screenHeight": SCREEN_HEIGHT,
-                },
-                session_id=session_id,
-            ),
+            self._set_viewport(tab, screen),
             send("Emulation.setFocusEmulationEnabled", {"enabled": True}, session_id=session_id),
             send("Emulation.setLocaleOverride", {"locale": "en-US"}, session_id=session_id),
             send("Emulation.setTimezoneOverride", {"timezoneId": "UTC"}, session_id=session_id),
@@ -339,6 +332,22 @@ class CdpBrowserSession:
         )
         await self._navigate(tab, self.app_url)
         return tab
+
+    async def _set_viewport(self, tab: _Tab, screen: tuple[int, int]) -> None:
+        width, height = screen
+        await self._cdp.send(
+            "Emulation.setDeviceMetricsOverride",
+            {
+                "width": width,
+                "height": height,
+                "deviceScaleFactor": 1,
+                "mobile": False,
+                "screenWidth": width,
+                "screenHeight": height,
+            },
+            session_id=tab.session_id,
+        )
+        tab.screen = screen
 
     def _listen(self, tab: _Tab) -> None:
         cdp, sid = self._cdp, tab.session_id
@@ -391,32 +400,67 @@ class CdpBrowserSession:
         except TimeoutError:
             raise CdpError(f"the page did not load within {LOAD_TIMEOUT_S:.0f}s") from None
 
-    async def new_episode(self, app_state: dict[str, Any], page_scale: float = 1.0) -> Any:
-        """Move to a fresh context and render ``app_state`` in it; clear the clipboard.
-        Returns what the page's ``uirlLoad`` returned (JSON).
+    async def new_episode(
+        self,
+        app_state: dict[str, Any],
+        page_scale: float = 1.0,
+        screen: tuple[int, int] = DEFAULT_SCREEN,
+        in_page: bool = False,
+    ) -> Any:
+        """Start an episode: render ``app_state`` in a fresh context (or, ``in_page``, in
+        the page on the screen); clear the clipboard. Returns what the page's
+        ``uirlLoad`` returned (JSON).
 
         ``page_scale`` zooms the page (pinch zoom: its layout is untouched); pointer
-        input is mapped back from screen to page pixels (divided by it).
+        input is mapped back from screen to page pixels (divided by it). ``screen`` is
+        the viewport (width, height).
 
-        The fresh context is the one prepared during the previous episode, always: a
-        context re-rendered in place (once reused after a reset right after a reset)
-        drew some anti-aliased edges differently from a fresh one, and the same seed
-        then gave another first screenshot (Gymnasium's reset determinism). Disposing
-        of the old context and preparing the next one wait until the new episode's first
+        ``in_page`` (the task says its page restarts an episode cleanly, MiniWoB++'s
+        ``core.startEpisodeReal``): when the page on the screen holds the same app at
+        the same screen and zoom, ``uirlLoad`` runs there again: no context switch, and
+        no spare context is kept (one renderer instead of two). Otherwise the fresh
+        context is the one prepared during the previous episode, always: a context
+        re-rendered in place (once reused after a reset right after a reset) drew some
+        anti-aliased edges differently from a fresh one, and the same seed then gave
+        another first screenshot (Gymnasium's reset determinism). Disposing of the old
+        context and preparing the next one wait until the new episode's first
         screenshot is taken, so that they do not compete with it for the CPU.
         """
         if not self.alive:
             raise CdpError("Chromium is not running")
         current = self._tab
-        tab = await self._take_spare()
-        if tab.url != self.app_url:  # prepared with another task's app
-            await self._navigate(tab, self.app_url)
-        self._tab = tab
-        if current is not None:
-            self._after_capture.append(lambda: self._dispose(current))
-        self._after_capture.append(self._prepare_spare)
-        self._page_scale = page_scale
-        await self._apply_page_scale()
+        self._screen = screen
+        reuse = (
+            in_page
+            and current is not None
+            and current.url == self.app_url
+            and current.screen == screen
+            and current.page_scale == page_scale
+        )
+        if reuse:
+            assert current is not None
+            # The pointer leaves the page, as in a fresh one (no hover left behind).
+            await self._input(
+                "Input.dispatchMouseEvent",
+                {"type": "mouseMoved", "x": -1, "y": -1, "button": "none", "buttons": 0},
+            )
+            if self._spare is not None:  # one renderer is enough while pages restart
+                spare, self._spare = self._spare, None
+                self._after_capture.append(lambda: self._dispose_spare(spare))
+        else:
+            tab = await self._take_spare()
+            if tab.url != self.app_url:  # prepared with another task's app
+                await self._navigate(tab, self.app_url)
+            if tab.screen != screen:  # prepared for another screen size
+                await self._set_viewport(tab, screen)
+            self._tab = tab
+            if current is not None:
+                self._after_capture.append(lambda: self._dispose(current))
+            if not in_page:
+                self._after_capture.append(self._prepare_spare)
+            self._page_scale = page_scale
+            tab.page_scale = page_scale
+            await self._apply_page_scale()
         loaded = await self._eval(
             f"(async () => {{ const loaded = await {_js_call('window.uirlLoad', app_state)}; "
             "await navigator.clipboard.writeText(''); return loaded ?? null; })()"
@@ -452,6 +496,13 @@ class CdpBrowserSession:
         work, self._after_capture = self._after_capture, []
         for start in work:
             self._in_background(start())
+
+    async def _dispose_spare(self, spare: asyncio.Task[_Tab]) -> None:
+        try:
+            tab = await spare
+        except CdpError:
+            return
+        await self._dispose(tab)
 
     async def _dispose(self, tab: _Tab) -> None:
         self._cdp.off_session(tab.session_id)

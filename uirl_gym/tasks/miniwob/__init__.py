@@ -32,6 +32,24 @@ THIRD_PARTY_LICENSES = {
 # top-left; FlightWoB pages draw their instruction panel to the right of the form.
 TASK_SIZE = (160, 210)
 FLIGHT_SIZE = (540, 667)
+# Tasks whose page, restarted in place, does not show what a fresh page shows for the
+# same seed (besides those the wheel flags nondeterministic and FlightWoB's): found by
+# tests/test_miniwob.py's in-page sweep; they get a fresh page per episode.
+FRESH_PAGE_ONLY = frozenset(
+    {
+        # jQuery UI tabs and accordions keep a widget state a restart does not reset
+        # (a few pixels of the header differ).
+        "click-collapsible-2",
+        "click-tab-2",
+        "click-tab-2-medium",
+        "click-tab-2-hard",
+        "multi-layouts",
+        # Canvas and SVG pages that draw on top of the last episode's drawing.
+        "ascending-numbers",
+        "count-sides",
+        "find-midpoint",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -57,6 +75,17 @@ class MiniWobInfo:
     @property
     def name(self) -> str:
         return PREFIX + self.subdomain
+
+    @property
+    def restarts_in_page(self) -> bool:
+        """Whether an episode may restart in the page of the last one (no page load):
+        not for the tasks the wheel flags nondeterministic (state kept across episodes),
+        FlightWoB's (a form in a frame) and ``FRESH_PAGE_ONLY``."""
+        return not (
+            self.nondeterministic
+            or self.subdomain.startswith("flight.")
+            or self.subdomain in FRESH_PAGE_ONLY
+        )
 
 
 def installed() -> bool:

@@ -21,7 +21,10 @@
     }
   }
 
+  let hooked = false;
   function hookEndEpisode() {
+    if (hooked) return;
+    hooked = true;
     const end = core.endEpisode;
     core.endEpisode = function (...args) {
       // The page accepts one end per episode (EP_TIMER null afterwards): report that one.
@@ -114,8 +117,21 @@
   const within = (ms, promise) =>
     Promise.race([promise, new Promise((r) => setTimeout(r, ms))]);
 
+  // Called once per episode: in a fresh page, or again in the page of the last episode
+  // (the server restarts MiniWoB++ tasks in place, as the miniwob package's env does).
   window.uirlLoad = async (state) => {
+    if (core.EP_TIMER !== null && !WOB_DONE_GLOBAL) {
+      // The last episode still runs: end it unreported (the miniwob package's
+      // force_stop), so that its timer and handlers are gone.
+      reported = true;
+      core.endEpisode(0, false, "reset");
+    }
+    reported = false;
+    window.uirlEpisode = undefined;
     episode = state.episode;
+    if (document.activeElement && document.activeElement !== document.body) {
+      document.activeElement.blur();  // as in a fresh page: nothing focused
+    }
     await within(5000, preloadImages());
     hookEndEpisode();
     // jQuery animations (accordions, menus) end at once: every screen is a settled one.
