@@ -25,8 +25,8 @@ from typing import Any, TypeVar
 
 from uirl_gym.actions import (
     ACTION_FIELDS,
-    MAX_SCROLL_AMOUNT,
     DEFAULT_SCREEN,
+    MAX_SCROLL_AMOUNT,
     POINTER_ACTIONS,
     Action,
     ActionType,

@@ -49,6 +49,7 @@ from uirl_gym.actions import (
 )
 from uirl_gym.server.chromium import (  # noqa: F401 (re-exported: the old place)
     BROWSER_ENV_VAR,
+    POPUP_GUARD_JS,
     BrowserNotFoundError,
     ImageFormat,
     find_browser,
@@ -183,6 +184,7 @@ class BrowserSession:
         )
         await context.grant_permissions(["clipboard-read", "clipboard-write"])
         await context.expose_binding(RECORD_BINDING, self._on_record)
+        await context.add_init_script(POPUP_GUARD_JS)  # as the CDP backend (chromium.py)
         page = await context.new_page()
         await page.goto(self.app_url, wait_until="load")
         cdp = await context.new_cdp_session(page)

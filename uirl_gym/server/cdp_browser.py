@@ -54,7 +54,7 @@ from uirl_gym.actions import (
     typed_chunks,
 )
 from uirl_gym.server.cdp import CdpConnection, CdpError, ChromiumProcess
-from uirl_gym.server.chromium import ImageFormat, is_headless_shell
+from uirl_gym.server.chromium import POPUP_GUARD_JS, ImageFormat, is_headless_shell
 from uirl_gym.server.keyboard import LAYOUT, MODIFIERS, describe, modifier_mask
 
 logger = logging.getLogger(__name__)
@@ -326,7 +326,7 @@ class CdpBrowserSession:
             send("Runtime.addBinding", {"name": _RAW_BINDING}, session_id=session_id),
             send(
                 "Page.addScriptToEvaluateOnNewDocument",
-                {"source": _BINDING_SHIM},
+                {"source": _BINDING_SHIM + POPUP_GUARD_JS},
                 session_id=session_id,
             ),
         )

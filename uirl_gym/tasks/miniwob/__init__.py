@@ -40,14 +40,23 @@ FRESH_PAGE_ONLY = frozenset(
         # jQuery UI tabs and accordions keep a widget state a restart does not reset
         # (a few pixels of the header differ).
         "click-collapsible-2",
+        "click-collapsible-2-nodelay",
         "click-tab-2",
         "click-tab-2-medium",
         "click-tab-2-hard",
         "multi-layouts",
+        "use-spinner",
         # Canvas and SVG pages that draw on top of the last episode's drawing.
         "ascending-numbers",
         "count-sides",
         "find-midpoint",
+        "drag-shapes",
+        "use-colorwheel",
+        # Pages whose handlers or cells outlive a restart.
+        "copy-paste-2",
+        "form-sequence-3",
+        "odd-or-even",
+        "tic-tac-toe",
     }
 )
 

@@ -42,52 +42,6 @@
 
   window.uirlPending = () => pending;
 
-  // The headless shell draws no popup (a native <select>'s list, a date, time or colour
-  // picker), and one opened stalls the server's frames-on-demand input (the click never
-  // returns): a click on a drop-down select or a colour field focuses it without opening
-  // it, date and time fields lose their picker button and shortcut, and the keyboard
-  // picks (type-ahead, arrows, typing the date). In the page and its same-origin frames
-  // (FlightWoB's form).
-  const PICKER_INPUTS = "input[type=date], input[type=time], input[type=datetime-local], " +
-    "input[type=month], input[type=week], input[type=color]";
-  function keepPopupsClosed(doc) {
-    if (!doc || doc.uirlPopupsClosed) return;
-    doc.uirlPopupsClosed = true;
-    if (doc !== document && doc.head) {
-      const style = doc.createElement("style");
-      style.textContent = "input::-webkit-calendar-picker-indicator { display: none !important; }";
-      doc.head.appendChild(style);
-    }
-    doc.addEventListener("keydown", (event) => {
-      // The keys that open a date or time field's picker.
-      const picker = event.key === "F4" ||
-        (event.altKey && (event.key === "ArrowDown" || event.key === "ArrowUp"));
-      if (picker && event.target.matches && event.target.matches(PICKER_INPUTS)) {
-        event.preventDefault();
-      }
-    }, true);
-    doc.addEventListener("mousedown", (event) => {
-      const select = event.target.closest && event.target.closest("select");
-      if (select && !select.multiple && select.size <= 1) {
-        event.preventDefault();
-        select.focus();
-      } else if (event.target.matches && event.target.matches("input[type=color]")) {
-        event.preventDefault();
-        event.target.focus();
-      }
-    }, true);
-  }
-  function guardFrames() {
-    for (const frame of document.querySelectorAll("iframe")) {
-      if (!frame.uirlGuarded) {
-        frame.uirlGuarded = true;
-        frame.addEventListener("load", () => keepPopupsClosed(frame.contentDocument));
-      }
-      try { keepPopupsClosed(frame.contentDocument); } catch (e) { /* cross-origin */ }
-    }
-  }
-  keepPopupsClosed(document);
-
   // Images the page's CSS names (icons) and its <img> tags: loaded and decoded before
   // the episode's first screenshot, which would otherwise race them (one seed, two
   // screens).
@@ -152,7 +106,6 @@
     while (!WOB_TASK_READY && performance.now() - t0 < 10000) {
       await new Promise((r) => setTimeout(r, 5));
     }
-    guardFrames();
     await within(5000, imagesShown());
     window.uirlEpisode = episode;
     const u = core.getUtterance();
