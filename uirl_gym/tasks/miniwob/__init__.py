@@ -37,26 +37,27 @@ FLIGHT_SIZE = (540, 667)
 # tests/test_miniwob.py's in-page sweep; they get a fresh page per episode.
 FRESH_PAGE_ONLY = frozenset(
     {
-        # jQuery UI tabs and accordions keep a widget state a restart does not reset
-        # (a few pixels of the header differ).
-        "click-collapsible-2",
-        "click-collapsible-2-nodelay",
-        "click-tab-2",
-        "click-tab-2-medium",
-        "click-tab-2-hard",
-        "multi-layouts",
-        "use-spinner",
-        # Canvas and SVG pages that draw on top of the last episode's drawing.
+        # Canvas and SVG pages that draw on top of the last episode's drawing, and
+        # pages whose handlers, cells or counters outlive a restart.
         "ascending-numbers",
-        "count-sides",
-        "find-midpoint",
-        "drag-shapes",
-        "use-colorwheel",
-        # Pages whose handlers or cells outlive a restart.
+        "bisect-angle",
+        "circle-center",
+        "click-shape",
         "copy-paste-2",
+        "count-sides",
+        "drag-circle",
+        "drag-shapes",
+        "drag-shapes-2",
+        "drag-single-shape",
+        "find-midpoint",
         "form-sequence-3",
+        "hot-cold",
+        "number-checkboxes",
         "odd-or-even",
+        "right-angle",
         "tic-tac-toe",
+        "use-colorwheel",
+        "use-colorwheel-2",
     }
 )
 
