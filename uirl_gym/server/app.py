@@ -293,6 +293,8 @@ async def health(request: Request) -> JSONResponse:
         "browser_executable": state.browser.executable_path,
         # The CDP backend on the headless shell draws frames only when it captures.
         "frames_on_demand": getattr(state.browser, "frames_on_demand", False),
+        # Episodes that restarted in the last one's page (the CDP backend, MiniWoB++).
+        "in_page_episodes": getattr(state.browser, "in_page_episodes", 0),
         "session_id": state.session_id,
         "task": state.task.name,
         "episode": state.task.episode_id,

@@ -184,6 +184,7 @@ class CdpBrowserSession:
         app_url: the task app's URL (served by the session server).
         alive: False once Chromium has gone.
         launches: how many times Chromium was started.
+        in_page_episodes: how many episodes restarted in the page of the last one.
 
     Methods:
         start / stop / restart: launch and close Chromium.
@@ -221,6 +222,8 @@ class CdpBrowserSession:
         self._screen = DEFAULT_SCREEN
         self.alive = False
         self.launches = 0
+        # Episodes started in the page of the last one (``new_episode(in_page=True)``).
+        self.in_page_episodes = 0
         self.frames_on_demand = (
             is_headless_shell(executable_path)
             and headless
@@ -460,6 +463,7 @@ class CdpBrowserSession:
         )
         if reuse:
             assert current is not None
+            self.in_page_episodes += 1
             # The pointer leaves the page, as in a fresh one (no hover left behind).
             await self._input(
                 "Input.dispatchMouseEvent",
