@@ -234,6 +234,12 @@ def test_zoom_and_time_limit_options(env: UIEnv) -> None:
         time.sleep(0.05)
     _, reward, terminated, _, info = env.step(Action(ActionType.SCREENSHOT))
     assert terminated and reward == -1.0 and info["progress"]["reason"] == "timed out"
+    # The next episode restarts in that page: with the page's own 10 s again, not 0.2 s
+    # (the time-discounted reward scales by it: 0 after 0.3 s of a 0.2 s episode).
+    env.reset(seed=SEED, options={"task": "miniwob.click-test", "reward": "time_discounted"})
+    time.sleep(0.3)
+    total, info = _solve_from_here(env)
+    assert info["raw_reward"] == 1.0 and 0.5 < total < 1.0
 
 
 def test_a_small_screen_through_the_crop_wrapper(sessions: list[SessionInfo]) -> None:

@@ -22,6 +22,7 @@
   }
 
   let hooked = false;
+  let pageMaxTime = null;
   function hookEndEpisode() {
     if (hooked) return;
     hooked = true;
@@ -90,7 +91,10 @@
     hookEndEpisode();
     // jQuery animations (accordions, menus) end at once: every screen is a settled one.
     if (window.jQuery) window.jQuery.fx.off = true;
-    if (state.time_limit_ms !== null) core.EPISODE_MAX_TIME = state.time_limit_ms;
+    // The page's own episode length (10 s for most; the time-discounted reward scales
+    // by it), or the episode's limit: never the last episode's limit in a restarted page.
+    if (pageMaxTime === null) pageMaxTime = core.EPISODE_MAX_TIME;
+    core.EPISODE_MAX_TIME = state.time_limit_ms ?? pageMaxTime;
     if (state.seed !== null) Math.seedrandom(state.seed);
     core.setDataMode(state.data_mode);
     core.startEpisodeReal();
