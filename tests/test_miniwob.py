@@ -100,19 +100,24 @@ def test_check_env(sessions: list[SessionInfo]) -> None:
 
 
 def _sweep(info: SessionInfo, names: list[str]) -> list[str]:
-    """Reset each task twice with one seed: what went wrong, one line per task."""
+    """Reset each task twice with one seed, a few random actions between: what went
+    wrong, one line per task. The first reset is a fresh page (the task before was
+    another); the second restarts in that page where the task allows it."""
     problems = []
     client = SessionClient(info.base_url, headers=dict(info.headers), image_format="jpeg")
+    rng = np.random.default_rng(SEED)
     try:
         for name in names:
             shots, instructions = [], []
             try:
-                for _ in range(2):
+                for attempt in range(2):
                     # Zoom 1: the page is what the test checks (the default zoom is the
                     # expert's), and a small raster keeps 256 resets cheap.
                     started = client.reset(SEED, {"zoom": 1}, task=name)
                     instructions.append(started["instruction"])
                     shots.append(client.screenshot())
+                    if attempt == 0:
+                        _random_actions(client, rng)
             except SessionError as exc:
                 problems.append(f"{name}: {exc}")
                 continue
@@ -128,10 +133,25 @@ def _sweep(info: SessionInfo, names: list[str]) -> list[str]:
     return problems
 
 
+def _random_actions(client: SessionClient, rng: np.random.Generator) -> None:
+    """Clicks and typing in the task area: what a restarted page must forget. (No drag:
+    a drag that starts on a scroller's scrollbar stalls frames on demand, see
+    docs/benchmarks.md.)"""
+    x, y = rng.integers([0, 50], [160, 210], size=(2, 2))
+    for action in (
+        Action(ActionType.LEFT_CLICK, int(x[0]), int(x[1])),
+        Action(ActionType.TYPE, text="ab1"),
+        Action(ActionType.LEFT_CLICK, int(y[0]), int(y[1])),
+    ):
+        client.act(action)
+
+
 def test_every_task_resets_seeded_and_repeats(sessions: list[SessionInfo]) -> None:
     """Every MiniWoB++ task: a non-blank screen, an instruction, and the same screen and
-    instruction again for the same seed (the screen: except the tasks the wheel flags
+    instruction again for the same seed after a few random actions, whether the page
+    restarted in place or is a fresh one (the screen: except the tasks the wheel flags
     nondeterministic, which mostly repeat too, a fresh page per episode)."""
+    before = [SessionClient(i.base_url).health()["in_page_episodes"] for i in sessions]
     names = list(TASK_GROUPS["miniwob"])
     t0 = time.perf_counter()
     with ThreadPoolExecutor(len(sessions)) as pool:
@@ -139,6 +159,9 @@ def test_every_task_resets_seeded_and_repeats(sessions: list[SessionInfo]) -> No
         problems = [p for half in halves for p in half]
     print(f"{len(names)} MiniWoB++ tasks reset twice in {time.perf_counter() - t0:.1f}s")
     assert not problems, "\n".join(problems)
+    # The second reset of each task that allows it restarted in its page.
+    in_page = sum(SessionClient(i.base_url).health()["in_page_episodes"] for i in sessions)
+    assert in_page - sum(before) == sum(i.restarts_in_page for i in miniwob_tasks().values())
 
 
 def _solve(env: UIEnv, subdomain: str, seed: int) -> tuple[float, dict]:
@@ -212,6 +235,12 @@ def test_zoom_and_time_limit_options(env: UIEnv) -> None:
         time.sleep(0.05)
     _, reward, terminated, _, info = env.step(Action(ActionType.SCREENSHOT))
     assert terminated and reward == -1.0 and info["progress"]["reason"] == "timed out"
+    # The next episode restarts in that page: with the page's own 10 s again, not 0.2 s
+    # (the time-discounted reward scales by it: 0 after 0.3 s of a 0.2 s episode).
+    env.reset(seed=SEED, options={"task": "miniwob.click-test", "reward": "time_discounted"})
+    time.sleep(0.3)
+    total, info = _solve_from_here(env)
+    assert info["raw_reward"] == 1.0 and 0.5 < total < 1.0
 
 
 def test_a_small_screen_through_the_crop_wrapper(sessions: list[SessionInfo]) -> None:
@@ -238,6 +267,48 @@ def test_a_small_screen_through_the_crop_wrapper(sessions: list[SessionInfo]) ->
         assert reward == 1.0 and terminated
     finally:
         env.close()
+
+
+def test_the_task_area_as_the_whole_screen(sessions: list[SessionInfo]) -> None:
+    """``screen_size=(160, 210)``: the session's screen is MiniWoB++'s task area (zoom 1
+    by default), observations and actions are in its pixels, Gymnasium's checker passes,
+    and the next env on the session gets the default screen back."""
+    import gymnasium as gym
+    from gymnasium.utils.env_checker import check_env
+
+    from uirl_gym.client import SessionHTTPError
+
+    env = gym.make(
+        "uirl/miniwob.click-test-v0", base_url=sessions[1].base_url, screen_size=(160, 210)
+    ).unwrapped
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            check_env(env, skip_render_check=False)
+        obs, _ = env.reset(seed=SEED)
+        assert obs["screenshot"].shape == (210, 160, 3) and env.observation_space.contains(obs)
+        assert env.action_space["x"].n == 160 and env.action_space["y"].n == 210
+        oracle = env.oracle()
+        assert oracle["page_scale"] == 1 and oracle["task_area"] == [0, 0, 160, 210]
+        _, reward, _, _, info = env.step(Action(ActionType.LEFT_CLICK, 200, 100))
+        assert "off the 160x210 screen" in info["invalid_action"]
+        x, y, w, h = next(e for e in oracle["elements"] if e["id"] == "subbtn")["box"]
+        _, reward, terminated, _, _ = env.step(
+            Action(ActionType.LEFT_CLICK, x + w // 2, y + h // 2)
+        )
+        assert reward == 1.0 and terminated
+        with pytest.raises(ValueError, match=r"zoom: expected an integer in 1\.\.1"):
+            env.reset(seed=SEED, options={"zoom": 2})
+    finally:
+        env.close()
+    client = SessionClient(sessions[1].base_url, headers=dict(sessions[1].headers))
+    try:
+        with pytest.raises(SessionHTTPError, match=r"screen: expected \[width, height\]"):
+            client.reset(SEED, {}, task="miniwob.click-test", screen=(8, 8))
+        assert client.reset(SEED, {}, task="miniwob.click-test")["screen"] == [1280, 800]
+        assert client.screenshot().shape == (800, 1280, 3)
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,11 @@ from gymnasium import spaces
 
 SCREEN_WIDTH = 1280
 SCREEN_HEIGHT = 800
+# The default screen (width, height); a session's screen may be another (reset's
+# ``screen``: MiniWoB++'s 160x210 task area, for one), within these bounds.
+DEFAULT_SCREEN = (SCREEN_WIDTH, SCREEN_HEIGHT)
+MIN_SCREEN_SIDE = 16
+MAX_SCREEN = (3840, 2160)
 MAX_TEXT_LENGTH = 512
 MAX_KEYS_LENGTH = 64
 MAX_SCROLL_AMOUNT = 50
@@ -293,12 +298,15 @@ class Action:
                     f"{', '.join(d.value for d in ScrollDirection)}"
                 ) from None
 
-    def validate(self, *, max_text_length: int = MAX_TEXT_LENGTH) -> Action:
+    def validate(
+        self, *, max_text_length: int = MAX_TEXT_LENGTH, screen: tuple[int, int] = DEFAULT_SCREEN
+    ) -> Action:
         """Check that the fields fit the type and the screen; return self.
 
         Args:
             max_text_length: the longest ``type`` text (the session server, serving
                 upstream clients too, allows more than the action space's 512).
+            screen: the session's screen (width, height) the coordinates must be on.
 
         Raises:
             ValueError: naming the field and what is allowed.
@@ -314,16 +322,16 @@ class Action:
                 "x, y, end_x, end_y: drag needs the point to press at (x, y) and the one to "
                 "release at (end_x, end_y)"
             )
-        points = [("x", self.x, SCREEN_WIDTH), ("y", self.y, SCREEN_HEIGHT)]
+        width, height = screen
+        points = [("x", self.x, width), ("y", self.y, height)]
         if t is ActionType.DRAG:
-            points += [("end_x", self.end_x, SCREEN_WIDTH), ("end_y", self.end_y, SCREEN_HEIGHT)]
+            points += [("end_x", self.end_x, width), ("end_y", self.end_y, height)]
         for name, value, limit in points if self.x is not None else ():
             if isinstance(value, bool) or not isinstance(value, int | np.integer):
                 raise ValueError(f"{name}: must be an integer, got {value!r}")
             if not 0 <= value < limit:
                 raise ValueError(
-                    f"{name}: {value} is off the {SCREEN_WIDTH}x{SCREEN_HEIGHT} screen; "
-                    f"allowed 0..{limit - 1}"
+                    f"{name}: {value} is off the {width}x{height} screen; allowed 0..{limit - 1}"
                 )
         self._validate_fields(max_text_length)
         return self
@@ -423,25 +431,47 @@ class Action:
 _TEXT_CHARSET = "".join(chr(c) for c in range(32, 127))
 
 
-def action_space(seed: int | None = None) -> spaces.Dict:
+def check_screen(value: Any) -> tuple[int, int]:
+    """A screen size ``[width, height]`` (any 2-sequence of integers), checked.
+
+    Raises:
+        ValueError: not two integers within ``MIN_SCREEN_SIDE`` .. ``MAX_SCREEN``.
+    """
+    ok = (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in value)
+    )
+    if ok:
+        width, height = int(value[0]), int(value[1])
+        if MIN_SCREEN_SIDE <= width <= MAX_SCREEN[0] and MIN_SCREEN_SIDE <= height <= MAX_SCREEN[1]:
+            return width, height
+    raise ValueError(
+        f"screen: expected [width, height] in {MIN_SCREEN_SIDE}..{MAX_SCREEN[0]} x "
+        f"{MIN_SCREEN_SIDE}..{MAX_SCREEN[1]}, got {value!r}"
+    )
+
+
+def action_space(seed: int | None = None, screen: tuple[int, int] = DEFAULT_SCREEN) -> spaces.Dict:
     """The Gymnasium action space: a ``Dict`` of every field an action can carry.
 
     ``action_type`` indexes :data:`ACTION_TYPES`; ``x`` and ``y`` are screen pixels
     (``Discrete``: pixels are integers, and a pixel Box would be a badly scaled one);
     ``direction`` indexes :data:`SCROLL_DIRECTIONS`; ``end_x``/``end_y`` are where a
-    ``drag`` releases; fields the type does not use are ignored. :func:`to_action` turns a sample into an :class:`Action`.
+    ``drag`` releases; fields the type does not use are ignored; ``screen`` is the
+    session's (width, height). :func:`to_action` turns a sample into an :class:`Action`.
     """
     return spaces.Dict(
         {
             "action_type": spaces.Discrete(len(ACTION_TYPES)),
-            "x": spaces.Discrete(SCREEN_WIDTH),
-            "y": spaces.Discrete(SCREEN_HEIGHT),
+            "x": spaces.Discrete(screen[0]),
+            "y": spaces.Discrete(screen[1]),
             "text": spaces.Text(max_length=MAX_TEXT_LENGTH, min_length=1, charset=_TEXT_CHARSET),
             "keys": spaces.Text(max_length=MAX_KEYS_LENGTH, min_length=0, charset=_TEXT_CHARSET),
             "direction": spaces.Discrete(len(SCROLL_DIRECTIONS)),
             "amount": spaces.Discrete(MAX_SCROLL_AMOUNT, start=1),
-            "end_x": spaces.Discrete(SCREEN_WIDTH),
-            "end_y": spaces.Discrete(SCREEN_HEIGHT),
+            "end_x": spaces.Discrete(screen[0]),
+            "end_y": spaces.Discrete(screen[1]),
         },
         seed=seed,
     )

@@ -32,7 +32,7 @@ import numpy as np
 import requests
 from PIL import Image
 
-from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
+from uirl_gym.actions import DEFAULT_SCREEN, Action, ActionType
 from uirl_gym.runtimes.base import ACTION_ID_HEADER, session_headers
 
 logger = logging.getLogger(__name__)
@@ -81,15 +81,18 @@ class InvalidActionError(SessionHTTPError):
     """The server refused the action (4xx); the session is still usable."""
 
 
-def decode_image(data: bytes, image_format: str) -> np.ndarray:
-    """Screenshot bytes as uint8 (800, 1280, 3).
+def decode_image(
+    data: bytes, image_format: str, screen: tuple[int, int] = DEFAULT_SCREEN
+) -> np.ndarray:
+    """Screenshot bytes as uint8 (height, width, 3); ``screen`` (width, height) gives
+    the shape of ``raw`` bytes (PNG and JPEG carry theirs).
 
     PNG and JPEG are decoded with OpenCV when it is installed (``opencv-python-headless``:
     about twice as fast as Pillow on these frames), else with Pillow; both give the same
     pixels for PNG.
     """
     if image_format == "raw":
-        return np.frombuffer(data, dtype=np.uint8).reshape(SCREEN_HEIGHT, SCREEN_WIDTH, 3)
+        return np.frombuffer(data, dtype=np.uint8).reshape(screen[1], screen[0], 3)
     cv2 = _opencv()
     if cv2 is not None:
         bgr = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
@@ -224,16 +227,20 @@ class SessionClient:
         seed: int | None = None,
         options: dict[str, Any] | None = None,
         task: str | None = None,
+        screen: tuple[int, int] | None = None,
     ) -> dict[str, Any]:
-        """Start a new episode (of ``task``; None: the session's current task); returns
-        ``{"instruction", "episode", "session_id", "task", ...}``."""
+        """Start a new episode (of ``task``; None: the session's current task) on a
+        ``screen`` (width, height; None: the default 1280x800); returns
+        ``{"instruction", "episode", "session_id", "task", "screen", ...}``."""
         body: dict[str, Any] = {"seed": seed, "options": options or {}}
         if task is not None:
             body["task"] = task
+        if screen is not None:
+            body["screen"] = list(screen)
         return self._request("POST", "/reset", idempotent=True, json=body).json()
 
     def act(self, action: Action, *, delay_s: float = 0.0) -> np.ndarray:
-        """Perform an action; returns the settled screenshot as uint8 (800, 1280, 3).
+        """Perform an action; returns the settled screenshot as uint8 (height, width, 3).
 
         Raises:
             InvalidActionError: the server refused the action.
@@ -259,7 +266,11 @@ class SessionClient:
         )
         progress_header = response.headers.get("X-Progress")
         progress = json.loads(progress_header) if progress_header else self.progress()
-        return decode_image(response.content, self.image_format), progress
+        screen = (
+            int(response.headers.get("X-Width", DEFAULT_SCREEN[0])),
+            int(response.headers.get("X-Height", DEFAULT_SCREEN[1])),
+        )
+        return decode_image(response.content, self.image_format, screen), progress
 
     def screenshot(self) -> np.ndarray:
         return self.act(Action(ActionType.SCREENSHOT))

@@ -28,11 +28,11 @@ import numpy as np
 from gymnasium import spaces
 
 from uirl_gym.actions import (
-    SCREEN_HEIGHT,
-    SCREEN_WIDTH,
+    DEFAULT_SCREEN,
     Action,
     ActionType,
     action_space,
+    check_screen,
     to_action,
 )
 from uirl_gym.client import InvalidActionError, SessionClient, SessionError, SessionHTTPError
@@ -60,11 +60,13 @@ class ResetNeededError(gym.error.ResetNeeded, RuntimeError):
     """``step`` with no episode running: before the first reset, or after the episode ended."""
 
 
-def observation_space() -> spaces.Dict:
-    """``{"screenshot": uint8 (800, 1280, 3), "instruction": Text}``."""
+def observation_space(screen: tuple[int, int] = DEFAULT_SCREEN) -> spaces.Dict:
+    """``{"screenshot": uint8 (height, width, 3), "instruction": Text}``; by default
+    (800, 1280, 3)."""
+    width, height = screen
     return spaces.Dict(
         {
-            "screenshot": spaces.Box(0, 255, (SCREEN_HEIGHT, SCREEN_WIDTH, 3), dtype=np.uint8),
+            "screenshot": spaces.Box(0, 255, (height, width, 3), dtype=np.uint8),
             "instruction": spaces.Text(
                 max_length=MAX_INSTRUCTION_LENGTH, min_length=0, charset=_INSTRUCTION_CHARSET
             ),
@@ -90,6 +92,10 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         rewards: the reward config of ``task``'s episodes (SimpleDataEntry:
             :class:`RewardConfig`); other tasks' episodes take their defaults.
         session: the session in use (None before the first reset).
+        screen: the screen (width, height) of every episode: 1280x800 unless
+            ``screen_size`` says otherwise (MiniWoB++ at zoom 1: ``(160, 210)``, the
+            task area; the screen itself is that small, so each step renders and
+            ships only that). Observations and actions are in its pixels.
 
     Methods:
         reset(seed=None, options=None): the task's options (SimpleDataEntry: ``rows``,
@@ -120,6 +126,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         image_format: Literal["png", "jpeg", "raw"] = "png",
         step_timeout_s: float = 30.0,
         default_options: Mapping[str, Any] | None = None,
+        screen_size: tuple[int, int] = DEFAULT_SCREEN,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")
@@ -141,8 +148,9 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self.image_format = image_format
         self.step_timeout_s = step_timeout_s
         self.default_options = dict(default_options or {})
-        self.observation_space = observation_space()
-        self.action_space = action_space()
+        self.screen = check_screen(screen_size)
+        self.observation_space = observation_space(self.screen)
+        self.action_space = action_space(screen=self.screen)
         self._base_url = base_url
         self._runtime = runtime
         self._owns_runtime = False
@@ -247,10 +255,19 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             client = self._ensure_session()
             t0 = time.perf_counter()
             try:
-                started = client.reset(task_seed, task_options, task=task)
+                # The screen goes with every reset: a pooled session may have served
+                # another env's (the server's default when not given).
+                screen = None if self.screen == DEFAULT_SCREEN else self.screen
+                started = client.reset(task_seed, task_options, task=task, screen=screen)
                 self._check_task(started, task)
                 # The screenshot's response carries the task record (one round trip).
                 screenshot, progress = client.act_with_progress(Action(ActionType.SCREENSHOT))
+                if screenshot.shape[:2] != (self.screen[1], self.screen[0]):
+                    raise ValueError(
+                        f"the session's screen is {screenshot.shape[1]}x{screenshot.shape[0]}, "
+                        f"not the env's {self.screen[0]}x{self.screen[1]} (a server from "
+                        "before per-episode screens?)"
+                    )
                 break
             except SessionHTTPError as exc:
                 raise ValueError(f"reset refused: {exc.detail}") from None
@@ -297,7 +314,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         reward = 0.0
         t0 = time.perf_counter()
         try:
-            parsed = to_action(action).validate()
+            parsed = to_action(action).validate(screen=self.screen)
         except (ValueError, TypeError) as exc:
             return self._invalid(f"{type(exc).__name__}: {exc}", info)
         if parsed.type is ActionType.FINISH:

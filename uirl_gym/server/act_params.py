@@ -25,10 +25,9 @@ from typing import Any, TypeVar
 
 from uirl_gym.actions import (
     ACTION_FIELDS,
+    DEFAULT_SCREEN,
     MAX_SCROLL_AMOUNT,
     POINTER_ACTIONS,
-    SCREEN_HEIGHT,
-    SCREEN_WIDTH,
     Action,
     ActionType,
 )
@@ -71,8 +70,11 @@ class ActRequest:
     ignored: list[str] = field(default_factory=list)
 
 
-def parse_act_query(query: Mapping[str, str]) -> ActRequest:
-    """Parse and validate ``GET /act`` parameters (see the module docstring).
+def parse_act_query(
+    query: Mapping[str, str], screen: tuple[int, int] = DEFAULT_SCREEN
+) -> ActRequest:
+    """Parse and validate ``GET /act`` parameters (see the module docstring) for a
+    ``screen`` (width, height) screen.
 
     Raises:
         ValueError: naming the parameter and what is allowed.
@@ -88,12 +90,12 @@ def parse_act_query(query: Mapping[str, str]) -> ActRequest:
         # Upstream moves the pointer only when both are given.
         ignored.append("x" if has_x else "y")
     elif "x" in used and (has_x or has_y):
-        for name, size in (("x", SCREEN_WIDTH), ("y", SCREEN_HEIGHT)):
+        for name, size in (("x", screen[0]), ("y", screen[1])):
             if not _given(query, name):
                 continue  # Action.validate names the missing one
             fields[name] = _clamp(name, _int(query, name), 0, size - 1, clamped)
     if action_type is ActionType.DRAG:
-        for name, size in (("end_x", SCREEN_WIDTH), ("end_y", SCREEN_HEIGHT)):
+        for name, size in (("end_x", screen[0]), ("end_y", screen[1])):
             if _given(query, name):  # Action.validate names a missing one
                 fields[name] = _clamp(name, _int(query, name), 0, size - 1, clamped)
     if "text" in used and query.get("text") is not None:
@@ -104,7 +106,7 @@ def parse_act_query(query: Mapping[str, str]) -> ActRequest:
         fields["direction"] = query["direction"]
     if "amount" in used and _given(query, "amount"):
         fields["amount"] = _clamp("amount", _int(query, "amount"), 1, MAX_SCROLL_AMOUNT, clamped)
-    action = Action(**fields).validate(max_text_length=MAX_TYPED_TEXT)
+    action = Action(**fields).validate(max_text_length=MAX_TYPED_TEXT, screen=screen)
     delay = _float(query, "delay", 0.0)
     quality = _int(query, "quality") if _given(query, "quality") else 90
     try:

@@ -27,7 +27,7 @@ from urllib.parse import quote
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from uirl_gym.actions import DEFAULT_SCREEN, check_screen
 from uirl_gym.runtimes.base import ACTION_ID_HEADER, SESSION_HEADER, new_session_token
 from uirl_gym.server.act_params import ActRequest, parse_act_query
 from uirl_gym.server.backends import BrowserBackend, make_browser_session
@@ -121,6 +121,8 @@ class SessionState:
         self.started_at = datetime.now(UTC)
         self.ready = False
         self.instruction = ""
+        # The episode's screen (width, height): the viewport, what actions may point at.
+        self.screen = DEFAULT_SCREEN
         # The answers to the last actions sent with an action id (see act()).
         self.done_actions: collections.OrderedDict[str, ActionOutcome] = collections.OrderedDict()
 
@@ -139,19 +141,28 @@ class SessionState:
         return self._server_root + self.task_named(task).app_path()
 
     async def reset(
-        self, seed: int | None, options: Mapping[str, Any], task: str | None = None
+        self,
+        seed: int | None,
+        options: Mapping[str, Any],
+        task: str | None = None,
+        screen: tuple[int, int] = DEFAULT_SCREEN,
     ) -> dict[str, Any]:
         if not self.browser.alive:
             logger.warning("Chromium is down; starting a new one")
             await self.browser.restart()
         target = self.task if task is None else self.task_named(task)
+        target.screen = screen
         episode = target.reset(seed, options)
         # The episode's app: the browser loads it into the prepared context if that
         # one holds another task's app.
         self.task = target
         self.browser.app_url = self.app_url(target.name)
+        self.screen = screen
         loaded = await self.browser.new_episode(
-            episode["app_state"], page_scale=float(episode.get("page_scale", 1.0))
+            episode["app_state"],
+            page_scale=float(episode.get("page_scale", 1.0)),
+            screen=screen,
+            in_page=bool(episode.get("in_page", False)),
         )
         self.instruction = target.page_loaded(loaded, episode["instruction"])
         return {
@@ -159,6 +170,7 @@ class SessionState:
             "episode": self.task.episode_id,
             "session_id": self.session_id,
             "task": self.task.name,
+            "screen": list(screen),
         }
 
 
@@ -281,6 +293,8 @@ async def health(request: Request) -> JSONResponse:
         "browser_executable": state.browser.executable_path,
         # The CDP backend on the headless shell draws frames only when it captures.
         "frames_on_demand": getattr(state.browser, "frames_on_demand", False),
+        # Episodes that restarted in the last one's page (the CDP backend, MiniWoB++).
+        "in_page_episodes": getattr(state.browser, "in_page_episodes", 0),
         "session_id": state.session_id,
         "task": state.task.name,
         "episode": state.task.episode_id,
@@ -294,9 +308,11 @@ async def reset(request: Request) -> JSONResponse:
     state: SessionState = request.app.state.session
     require_token(request, "POST /reset")
     body = await _json_body(request)
-    unknown = set(body) - {"seed", "options", "task"}
+    unknown = set(body) - {"seed", "options", "task", "screen"}
     if unknown:
-        raise _bad_request(f"unknown field(s) {sorted(unknown)}; allowed: seed, options, task")
+        raise _bad_request(
+            f"unknown field(s) {sorted(unknown)}; allowed: seed, options, task, screen"
+        )
     task = body.get("task")
     if task is not None:
         if not isinstance(task, str):
@@ -311,10 +327,16 @@ async def reset(request: Request) -> JSONResponse:
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise _bad_request(f"options: must be an object, got {options!r}")
+    try:
+        # Not given: the default screen (never the last episode's: a pooled session
+        # must not hand one env's small screen to another).
+        screen = check_screen(body["screen"]) if body.get("screen") is not None else DEFAULT_SCREEN
+    except ValueError as exc:
+        raise _bad_request(str(exc)) from None
     t0 = time.perf_counter()
     async with state.lock:
         try:
-            result = await state.reset(seed, options, task)
+            result = await state.reset(seed, options, task, screen)
         except TaskOptionsError as exc:
             raise _bad_request(f"options.{exc}") from None
         except state.browser_errors as exc:
@@ -367,7 +389,7 @@ async def act(request: Request) -> Response:
             f"{ACTION_ID_HEADER}: 1-64 letters, digits and . _ : -, got {action_id[:80]!r}"
         )
     try:
-        parsed = parse_act_query(request.query_params)
+        parsed = parse_act_query(request.query_params, state.screen)
     except ValueError as exc:
         raise _bad_request(str(exc)) from None
     async with state.lock:
@@ -405,8 +427,8 @@ async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
         "X-Action-Ms": f"{(t1 - t0) * 1000:.2f}",
         "X-Capture-Ms": f"{(t2 - t1) * 1000:.2f}",
         "X-Episode": str(state.task.episode_id),
-        "X-Width": str(SCREEN_WIDTH),
-        "X-Height": str(SCREEN_HEIGHT),
+        "X-Width": str(state.screen[0]),
+        "X-Height": str(state.screen[1]),
     }
     # What a lenient reading changed, so that a client can tell (never silently).
     if parsed.clamped:

@@ -38,9 +38,8 @@ from playwright.async_api import Error as PlaywrightError
 
 from uirl_gym.actions import (
     CDP_KEYS,
+    DEFAULT_SCREEN,
     DRAG_MOVE_STEPS,
-    SCREEN_HEIGHT,
-    SCREEN_WIDTH,
     SCROLL_NOTCH_PX,
     TYPED_KEYS,
     Action,
@@ -50,6 +49,7 @@ from uirl_gym.actions import (
 )
 from uirl_gym.server.chromium import (  # noqa: F401 (re-exported: the old place)
     BROWSER_ENV_VAR,
+    POPUP_GUARD_JS,
     BrowserNotFoundError,
     ImageFormat,
     find_browser,
@@ -122,6 +122,8 @@ class BrowserSession:
         self._app_state: dict[str, Any] | None = None
         # The episode's pinch zoom: screen pixels are page pixels times this.
         self._page_scale = 1.0
+        # The viewport of the next context prepared (the last episode's screen).
+        self._screen = DEFAULT_SCREEN
         self.alive = False
         self.launches = 0
 
@@ -173,7 +175,7 @@ class BrowserSession:
     async def _new_tab(self) -> _Tab:
         assert self._browser is not None
         context = await self._browser.new_context(
-            viewport={"width": SCREEN_WIDTH, "height": SCREEN_HEIGHT},
+            viewport={"width": self._screen[0], "height": self._screen[1]},
             device_scale_factor=1,
             locale="en-US",
             timezone_id="UTC",
@@ -182,17 +184,27 @@ class BrowserSession:
         )
         await context.grant_permissions(["clipboard-read", "clipboard-write"])
         await context.expose_binding(RECORD_BINDING, self._on_record)
+        await context.add_init_script(POPUP_GUARD_JS)  # as the CDP backend (chromium.py)
         page = await context.new_page()
         await page.goto(self.app_url, wait_until="load")
         cdp = await context.new_cdp_session(page)
         return _Tab(context=context, page=page, cdp=cdp)
 
-    async def new_episode(self, app_state: dict[str, Any], page_scale: float = 1.0) -> Any:
+    async def new_episode(
+        self,
+        app_state: dict[str, Any],
+        page_scale: float = 1.0,
+        screen: tuple[int, int] = DEFAULT_SCREEN,
+        in_page: bool = False,
+    ) -> Any:
         """Move to a fresh context and render ``app_state`` in it; clear the clipboard.
-        Returns what the page's ``uirlLoad`` returned; ``page_scale``: see the CDP
-        backend's ``new_episode``."""
+        Returns what the page's ``uirlLoad`` returned; ``page_scale``, ``screen``: see
+        the CDP backend's ``new_episode``. ``in_page`` is not taken up here (this
+        backend, kept for comparison, always starts a fresh context)."""
+        del in_page
         if not self.alive:
             raise RuntimeError("Chromium is not running")
+        self._screen = screen
         spare, self._spare = self._spare, None
         tab = None
         if spare is not None:
@@ -204,6 +216,8 @@ class BrowserSession:
             tab = await self._new_tab()
         elif tab.page.url != self.app_url:  # prepared with another task's app
             await tab.page.goto(self.app_url, wait_until="load")
+        if tab.page.viewport_size != {"width": screen[0], "height": screen[1]}:
+            await tab.page.set_viewport_size({"width": screen[0], "height": screen[1]})
         old, self._tab = self._tab, tab
         if old is not None:
             self._close_in_background(old.context.close())

@@ -44,9 +44,8 @@ import orjson
 
 from uirl_gym.actions import (
     CDP_KEYS,
+    DEFAULT_SCREEN,
     DRAG_MOVE_STEPS,
-    SCREEN_HEIGHT,
-    SCREEN_WIDTH,
     SCROLL_NOTCH_PX,
     TYPED_KEYS,
     Action,
@@ -55,17 +54,29 @@ from uirl_gym.actions import (
     typed_chunks,
 )
 from uirl_gym.server.cdp import CdpConnection, CdpError, ChromiumProcess
-from uirl_gym.server.chromium import ImageFormat, is_headless_shell
+from uirl_gym.server.chromium import POPUP_GUARD_JS, ImageFormat, is_headless_shell
 from uirl_gym.server.keyboard import LAYOUT, MODIFIERS, describe, modifier_mask
 
 logger = logging.getLogger(__name__)
 
 # Renderer flags for a static page: no smooth scrolling (a wheel scroll lands at once),
-# no GPU (software compositing, as before), hinting off (the same glyphs everywhere).
+# no GPU (software compositing, as before), hinting off (the same glyphs everywhere), and
+# no partial raster: a tile is redrawn whole, so a page drawn again in place (a MiniWoB++
+# episode restarted in its page) has the same anti-aliased edges as a fresh one
+# (partial raster left rounded corners 1-16 pixels different).
 CHROMIUM_ARGS = (
     "--disable-gpu",
     "--font-render-hinting=none",
     "--disable-smooth-scrolling",
+    "--disable-partial-raster",
+    # Fewer processes per session (measured with 4 sessions: ~-24 MB PSS each): the GPU
+    # (software compositing) and network services run in the browser process, and no
+    # zygote forks the renderers (the sandbox is off anyway: cdp.py). And no SwiftShader
+    # loaded for a GPU that is off anyway (-10 MB each; compositing stays software).
+    "--in-process-gpu",
+    "--no-zygote",
+    "--enable-features=NetworkServiceInProcess2",
+    "--disable-software-rasterizer",
 )
 # More Chromium switches, for experiments (space-separated, shell quoting).
 EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
@@ -162,6 +173,8 @@ class _Tab:
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
     loading: bool = False
     url: str = ""  # the app it was loaded with
+    screen: tuple[int, int] = DEFAULT_SCREEN  # its viewport (width, height)
+    page_scale: float = 1.0
     # execution context id -> (origin, frame id, is the frame's main world)
     contexts: dict[int, tuple[str, str, bool]] = field(default_factory=dict)
 
@@ -173,6 +186,7 @@ class CdpBrowserSession:
         app_url: the task app's URL (served by the session server).
         alive: False once Chromium has gone.
         launches: how many times Chromium was started.
+        in_page_episodes: how many episodes restarted in the page of the last one.
 
     Methods:
         start / stop / restart: launch and close Chromium.
@@ -206,8 +220,12 @@ class CdpBrowserSession:
         self._mouse = (0, 0)
         # The episode's pinch zoom: screen pixels are page pixels times this.
         self._page_scale = 1.0
+        # The viewport of the next context prepared (the last episode's screen).
+        self._screen = DEFAULT_SCREEN
         self.alive = False
         self.launches = 0
+        # Episodes started in the page of the last one (``new_episode(in_page=True)``).
+        self.in_page_episodes = 0
         self.frames_on_demand = (
             is_headless_shell(executable_path)
             and headless
@@ -234,8 +252,19 @@ class CdpBrowserSession:
             self.executable_path,
             "on demand" if self.frames_on_demand else "at 60 Hz",
         )
+        if self.headless and is_headless_shell(self.executable_path):
+            # (A full Chromium could quit with its last window.)
+            await self._close_startup_pages()
         # The first episode's context is prepared while the server finishes starting.
         self._spare = asyncio.create_task(self._new_tab())
+
+    async def _close_startup_pages(self) -> None:
+        """Close the blank page the headless shell opens at start (no episode of ours is
+        there yet): every episode has its own context, and that page kept a renderer
+        (~15 MB) alive."""
+        for target in (await self._cdp.send("Target.getTargets"))["targetInfos"]:
+            if target["type"] == "page":
+                await self._cdp.send("Target.closeTarget", {"targetId": target["targetId"]})
 
     def _on_closed(self, params: dict[str, Any]) -> None:
         if self.alive:
@@ -275,6 +304,7 @@ class CdpBrowserSession:
 
     async def _new_tab(self) -> _Tab:
         cdp = self._cdp
+        width, height = screen = self._screen
         context_id = (await cdp.send("Target.createBrowserContext"))["browserContextId"]
         await cdp.send(
             "Browser.grantPermissions",
@@ -290,8 +320,8 @@ class CdpBrowserSession:
                 {
                     "url": "about:blank",
                     "browserContextId": context_id,
-                    "width": SCREEN_WIDTH,
-                    "height": SCREEN_HEIGHT,
+                    "width": width,
+                    "height": height,
                     "enableBeginFrameControl": self.frames_on_demand,
                 },
             )
@@ -299,24 +329,13 @@ class CdpBrowserSession:
         session_id = (
             await cdp.send("Target.attachToTarget", {"targetId": target_id, "flatten": True})
         )["sessionId"]
-        tab = _Tab(context_id=context_id, target_id=target_id, session_id=session_id)
+        tab = _Tab(context_id=context_id, target_id=target_id, session_id=session_id, screen=screen)
         self._listen(tab)
         send = cdp.send
         await asyncio.gather(
             send("Page.enable", session_id=session_id),
             send("Runtime.enable", session_id=session_id),
-            send(
-                "Emulation.setDeviceMetricsOverride",
-                {
-                    "width": SCREEN_WIDTH,
-                    "height": SCREEN_HEIGHT,
-                    "deviceScaleFactor": 1,
-                    "mobile": False,
-                    "screenWidth": SCREEN_WIDTH,
-                    "screenHeight": SCREEN_HEIGHT,
-                },
-                session_id=session_id,
-            ),
+            self._set_viewport(tab, screen),
             send("Emulation.setFocusEmulationEnabled", {"enabled": True}, session_id=session_id),
             send("Emulation.setLocaleOverride", {"locale": "en-US"}, session_id=session_id),
             send("Emulation.setTimezoneOverride", {"timezoneId": "UTC"}, session_id=session_id),
@@ -333,12 +352,28 @@ class CdpBrowserSession:
             send("Runtime.addBinding", {"name": _RAW_BINDING}, session_id=session_id),
             send(
                 "Page.addScriptToEvaluateOnNewDocument",
-                {"source": _BINDING_SHIM},
+                {"source": _BINDING_SHIM + POPUP_GUARD_JS},
                 session_id=session_id,
             ),
         )
         await self._navigate(tab, self.app_url)
         return tab
+
+    async def _set_viewport(self, tab: _Tab, screen: tuple[int, int]) -> None:
+        width, height = screen
+        await self._cdp.send(
+            "Emulation.setDeviceMetricsOverride",
+            {
+                "width": width,
+                "height": height,
+                "deviceScaleFactor": 1,
+                "mobile": False,
+                "screenWidth": width,
+                "screenHeight": height,
+            },
+            session_id=tab.session_id,
+        )
+        tab.screen = screen
 
     def _listen(self, tab: _Tab) -> None:
         cdp, sid = self._cdp, tab.session_id
@@ -391,32 +426,68 @@ class CdpBrowserSession:
         except TimeoutError:
             raise CdpError(f"the page did not load within {LOAD_TIMEOUT_S:.0f}s") from None
 
-    async def new_episode(self, app_state: dict[str, Any], page_scale: float = 1.0) -> Any:
-        """Move to a fresh context and render ``app_state`` in it; clear the clipboard.
-        Returns what the page's ``uirlLoad`` returned (JSON).
+    async def new_episode(
+        self,
+        app_state: dict[str, Any],
+        page_scale: float = 1.0,
+        screen: tuple[int, int] = DEFAULT_SCREEN,
+        in_page: bool = False,
+    ) -> Any:
+        """Start an episode: render ``app_state`` in a fresh context (or, ``in_page``, in
+        the page on the screen); clear the clipboard. Returns what the page's
+        ``uirlLoad`` returned (JSON).
 
         ``page_scale`` zooms the page (pinch zoom: its layout is untouched); pointer
-        input is mapped back from screen to page pixels (divided by it).
+        input is mapped back from screen to page pixels (divided by it). ``screen`` is
+        the viewport (width, height).
 
-        The fresh context is the one prepared during the previous episode, always: a
-        context re-rendered in place (once reused after a reset right after a reset)
-        drew some anti-aliased edges differently from a fresh one, and the same seed
-        then gave another first screenshot (Gymnasium's reset determinism). Disposing
-        of the old context and preparing the next one wait until the new episode's first
+        ``in_page`` (the task says its page restarts an episode cleanly, MiniWoB++'s
+        ``core.startEpisodeReal``): when the page on the screen holds the same app at
+        the same screen and zoom, ``uirlLoad`` runs there again: no context switch, and
+        no spare context is kept (one renderer instead of two). Otherwise the fresh
+        context is the one prepared during the previous episode, always: a context
+        re-rendered in place (once reused after a reset right after a reset) drew some
+        anti-aliased edges differently from a fresh one, and the same seed then gave
+        another first screenshot (Gymnasium's reset determinism). Disposing of the old
+        context and preparing the next one wait until the new episode's first
         screenshot is taken, so that they do not compete with it for the CPU.
         """
         if not self.alive:
             raise CdpError("Chromium is not running")
         current = self._tab
-        tab = await self._take_spare()
-        if tab.url != self.app_url:  # prepared with another task's app
-            await self._navigate(tab, self.app_url)
-        self._tab = tab
-        if current is not None:
-            self._after_capture.append(lambda: self._dispose(current))
-        self._after_capture.append(self._prepare_spare)
-        self._page_scale = page_scale
-        await self._apply_page_scale()
+        self._screen = screen
+        reuse = (
+            in_page
+            and current is not None
+            and current.url == self.app_url
+            and current.screen == screen
+            and current.page_scale == page_scale
+        )
+        if reuse:
+            assert current is not None
+            self.in_page_episodes += 1
+            # The pointer leaves the page, as in a fresh one (no hover left behind).
+            await self._input(
+                "Input.dispatchMouseEvent",
+                {"type": "mouseMoved", "x": -1, "y": -1, "button": "none", "buttons": 0},
+            )
+            if self._spare is not None:  # one renderer is enough while pages restart
+                spare, self._spare = self._spare, None
+                self._after_capture.append(lambda: self._dispose_spare(spare))
+        else:
+            tab = await self._take_spare()
+            if tab.url != self.app_url:  # prepared with another task's app
+                await self._navigate(tab, self.app_url)
+            if tab.screen != screen:  # prepared for another screen size
+                await self._set_viewport(tab, screen)
+            self._tab = tab
+            if current is not None:
+                self._after_capture.append(lambda: self._dispose(current))
+            if not in_page:
+                self._after_capture.append(self._prepare_spare)
+            self._page_scale = page_scale
+            tab.page_scale = page_scale
+            await self._apply_page_scale()
         loaded = await self._eval(
             f"(async () => {{ const loaded = await {_js_call('window.uirlLoad', app_state)}; "
             "await navigator.clipboard.writeText(''); return loaded ?? null; })()"
@@ -452,6 +523,13 @@ class CdpBrowserSession:
         work, self._after_capture = self._after_capture, []
         for start in work:
             self._in_background(start())
+
+    async def _dispose_spare(self, spare: asyncio.Task[_Tab]) -> None:
+        try:
+            tab = await spare
+        except CdpError:
+            return
+        await self._dispose(tab)
 
     async def _dispose(self, tab: _Tab) -> None:
         self._cdp.off_session(tab.session_id)

@@ -130,3 +130,50 @@ def _playwright_chromium_path() -> str | None:
 def _is_shell_script(path: str) -> bool:
     with open(path, "rb") as f:
         return f.read(2) == b"#!"
+
+
+# Runs in every document and frame before the page's scripts (both backends). The
+# headless browser draws no popup widget (a drop-down <select>'s list, a date, time or
+# colour picker), and one left open stalls frames on demand: the next
+# ``HeadlessExperimental.beginFrame`` that asks for a screenshot never answers (measured:
+# Chromium 156's headless shell; the click itself returns), so ``/act`` waited out its
+# 30 s and the session was stuck ("Another frame is pending"). So no popup opens: a
+# press on a drop-down select or a colour field focuses it, the keys that open one are
+# not given to it, date and time fields lose their picker button, and ``showPicker()``
+# does nothing; the keyboard picks (arrows and type-ahead in a select, typing a date).
+POPUP_GUARD_JS = """(() => {
+  const PICKERS = "input[type=date], input[type=time], input[type=datetime-local], " +
+    "input[type=month], input[type=week], input[type=color]";
+  const dropDown = (el) => el instanceof HTMLSelectElement && !el.multiple && el.size <= 1;
+  addEventListener("mousedown", (event) => {
+    const t = event.target;
+    const select = t && t.closest ? t.closest("select") : null;
+    if ((select && dropDown(select)) || (t && t.matches && t.matches("input[type=color]"))) {
+      event.preventDefault();
+      (select || t).focus();
+    }
+  }, true);
+  // A colour field opens its chooser on activation (a click, or the click that space or
+  // Enter makes).
+  addEventListener("click", (event) => {
+    const t = event.target;
+    if (t && t.matches && t.matches("input[type=color]")) event.preventDefault();
+  }, true);
+  addEventListener("keydown", (event) => {
+    const t = event.target;
+    if (!(t instanceof Element)) return;
+    const opens = event.key === "F4" ||
+      (event.altKey && (event.key === "ArrowDown" || event.key === "ArrowUp"));
+    const select = dropDown(t);
+    if ((opens && (select || t.matches(PICKERS))) ||
+        (select && (event.key === " " || event.key === "Enter"))) {
+      event.preventDefault();
+    }
+  }, true);
+  for (const proto of [HTMLInputElement.prototype, HTMLSelectElement.prototype]) {
+    if (proto.showPicker) proto.showPicker = function () {};
+  }
+  const sheet = new CSSStyleSheet();
+  sheet.replaceSync("input::-webkit-calendar-picker-indicator { display: none !important; }");
+  document.adoptedStyleSheets = [...document.adoptedStyleSheets, sheet];
+})();"""

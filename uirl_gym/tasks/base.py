@@ -20,6 +20,8 @@ from importlib import resources
 from typing import Any
 from urllib.parse import urlencode
 
+from uirl_gym.actions import DEFAULT_SCREEN
+
 
 class TaskOptionsError(ValueError):
     """The reset options are not valid for this task."""
@@ -68,10 +70,12 @@ class Task(abc.ABC):
     Attributes:
         name: the task's id, e.g. ``simple_data_entry``.
         episode_id: increases with every reset; events from older episodes are ignored.
+        screen: the episode's screen (width, height), set by the server before ``reset``.
     """
 
     name: str
     episode_id: int = 0
+    screen: tuple[int, int] = DEFAULT_SCREEN
     # The keys of :meth:`progress` that anyone may read (``/progress`` and ``X-Progress``
     # without the session token): counts that say nothing about which answer is right,
     # so that an agent that can make HTTP calls cannot test guesses through them. The
@@ -88,7 +92,9 @@ class Task(abc.ABC):
             handler); optional
             ``"page_scale"`` (float, default 1): the browser zooms the page by it (pinch
             zoom: the page's layout is untouched, screen pixels map to page pixels
-            divided by it).
+            divided by it); optional ``"in_page"`` (bool, default False): the page may
+            start this episode where the last one ran (``uirlLoad`` again, no fresh
+            page) when it holds this task's app at this screen size.
 
         Raises:
             TaskOptionsError: unknown or invalid options.

@@ -34,6 +34,34 @@ THIRD_PARTY_LICENSES = {
 # top-left; FlightWoB pages draw their instruction panel to the right of the form.
 TASK_SIZE = (160, 210)
 FLIGHT_SIZE = (540, 667)
+# Tasks whose page, restarted in place, does not show what a fresh page shows for the
+# same seed (besides those the wheel flags nondeterministic and FlightWoB's): found by
+# tests/test_miniwob.py's in-page sweep; they get a fresh page per episode.
+FRESH_PAGE_ONLY = frozenset(
+    {
+        # Canvas and SVG pages that draw on top of the last episode's drawing, and
+        # pages whose handlers, cells or counters outlive a restart.
+        "ascending-numbers",
+        "bisect-angle",
+        "circle-center",
+        "click-shape",
+        "copy-paste-2",
+        "count-sides",
+        "drag-circle",
+        "drag-shapes",
+        "drag-shapes-2",
+        "drag-single-shape",
+        "find-midpoint",
+        "form-sequence-3",
+        "hot-cold",
+        "number-checkboxes",
+        "odd-or-even",
+        "right-angle",
+        "tic-tac-toe",
+        "use-colorwheel",
+        "use-colorwheel-2",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -59,6 +87,17 @@ class MiniWobInfo:
     @property
     def name(self) -> str:
         return PREFIX + self.subdomain
+
+    @property
+    def restarts_in_page(self) -> bool:
+        """Whether an episode may restart in the page of the last one (no page load):
+        not for the tasks the wheel flags nondeterministic (state kept across episodes),
+        FlightWoB's (a form in a frame) and ``FRESH_PAGE_ONLY``."""
+        return not (
+            self.nondeterministic
+            or self.subdomain.startswith("flight.")
+            or self.subdomain in FRESH_PAGE_ONLY
+        )
 
 
 def installed() -> bool:

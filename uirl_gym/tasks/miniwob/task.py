@@ -12,7 +12,13 @@ and the click canvas, and reports ``core.endEpisode``'s reward
 The screen: the task area (160x210 page pixels; FlightWoB 540x667) at the top-left,
 zoomed by an integer (pinch zoom: the page's own layout and events are untouched), so a
 page pixel is exactly ``zoom`` x ``zoom`` screen pixels; default: the largest zoom that
-fits 1280x800 (3: 480x630).
+fits the episode's screen (1280x800: 3, 480x630; a 160x210 screen: 1, the task area and
+nothing else, as the ``miniwob`` package's env sees it).
+
+Episodes after the first: the page restarts in place, as the ``miniwob`` package's env
+does (the bridge's ``uirlLoad`` again: the seed, then ``core.startEpisodeReal()``), for
+the tasks whose restarted page shows the same screen as a fresh one for a seed
+(``MiniWobInfo.restarts_in_page``); the others get a fresh page per episode.
 
 Options (reset ``options``; docs/tasks.md, MiniWoB++):
     reward: ``"raw"`` (default: the page's reward, partial credit included, no time
@@ -42,7 +48,7 @@ from pathlib import PurePosixPath
 from typing import Any, Literal
 from urllib.parse import quote
 
-from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
+from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.tasks.base import Task, TaskOptionsError, check_option_names
 from uirl_gym.tasks.miniwob import PREFIX, MiniWobInfo, html_root, miniwob_tasks
 
@@ -55,9 +61,10 @@ MAX_TIME_LIMIT_S = 3600.0
 TEST_SEEDS_START = 2**31
 
 
-def max_zoom(size: tuple[int, int]) -> int:
-    """The largest integer zoom at which a task area of ``size`` fits the screen."""
-    return max(1, min(SCREEN_WIDTH // size[0], SCREEN_HEIGHT // size[1]))
+def max_zoom(size: tuple[int, int], screen: tuple[int, int] = DEFAULT_SCREEN) -> int:
+    """The largest integer zoom at which a task area of ``size`` fits ``screen`` (1 when
+    even that does not fit: the task area is then cut at the screen's edge)."""
+    return max(1, min(screen[0] // size[0], screen[1] // size[1]))
 
 
 @dataclass(frozen=True)
@@ -71,8 +78,12 @@ class Options:
     zoom: int | None = None
 
 
-def parse_options(options: Mapping[str, Any], info: MiniWobInfo | None = None) -> Options:
-    """Checked reset options.
+def parse_options(
+    options: Mapping[str, Any],
+    info: MiniWobInfo | None = None,
+    screen: tuple[int, int] = DEFAULT_SCREEN,
+) -> Options:
+    """Checked reset options (``zoom`` against ``screen``, the episode's).
 
     Raises:
         TaskOptionsError: an unknown option, or a value of the wrong type or range.
@@ -94,13 +105,13 @@ def parse_options(options: Mapping[str, Any], info: MiniWobInfo | None = None) -
             f"got {limit!r}"
         )
     zoom = options.get("zoom")
-    highest = max_zoom(info.size) if info is not None else max_zoom((160, 210))
+    highest = max_zoom(info.size if info is not None else (160, 210), screen)
     if zoom is not None and (
         isinstance(zoom, bool) or not isinstance(zoom, int) or not 1 <= zoom <= highest
     ):
         raise TaskOptionsError(
-            f"zoom: expected an integer in 1..{highest} (the task area must fit "
-            f"{SCREEN_WIDTH}x{SCREEN_HEIGHT}), got {zoom!r}"
+            f"zoom: expected an integer in 1..{highest} (the task area must fit the "
+            f"{screen[0]}x{screen[1]} screen), got {zoom!r}"
         )
     return Options(reward, float(threshold), data_mode, limit, zoom)
 
@@ -183,7 +194,7 @@ class MiniWobTask(Task):
     # -- episodes --------------------------------------------------------------------
 
     def reset(self, seed: int | None, options: Mapping[str, Any]) -> dict[str, Any]:
-        opts = parse_options(options, self.info)
+        opts = parse_options(options, self.info, self.screen)
         self.options = opts
         self.seed = seed
         self._clear()
@@ -200,7 +211,8 @@ class MiniWobTask(Task):
                 "data_mode": data_mode,
                 "time_limit_ms": None if limit is None else round(limit * 1000),
             },
-            "page_scale": float(opts.zoom or max_zoom(self.info.size)),
+            "page_scale": float(opts.zoom or max_zoom(self.info.size, self.screen)),
+            "in_page": self.info.restarts_in_page,
         }
 
     def page_loaded(self, result: Any, instruction: str) -> str:

@@ -21,7 +21,11 @@
     }
   }
 
+  let hooked = false;
+  let pageMaxTime = null;
   function hookEndEpisode() {
+    if (hooked) return;
+    hooked = true;
     const end = core.endEpisode;
     core.endEpisode = function (...args) {
       // The page accepts one end per episode (EP_TIMER null afterwards): report that one.
@@ -38,52 +42,6 @@
   }
 
   window.uirlPending = () => pending;
-
-  // The headless shell draws no popup (a native <select>'s list, a date, time or colour
-  // picker), and one opened stalls the server's frames-on-demand input (the click never
-  // returns): a click on a drop-down select or a colour field focuses it without opening
-  // it, date and time fields lose their picker button and shortcut, and the keyboard
-  // picks (type-ahead, arrows, typing the date). In the page and its same-origin frames
-  // (FlightWoB's form).
-  const PICKER_INPUTS = "input[type=date], input[type=time], input[type=datetime-local], " +
-    "input[type=month], input[type=week], input[type=color]";
-  function keepPopupsClosed(doc) {
-    if (!doc || doc.uirlPopupsClosed) return;
-    doc.uirlPopupsClosed = true;
-    if (doc !== document && doc.head) {
-      const style = doc.createElement("style");
-      style.textContent = "input::-webkit-calendar-picker-indicator { display: none !important; }";
-      doc.head.appendChild(style);
-    }
-    doc.addEventListener("keydown", (event) => {
-      // The keys that open a date or time field's picker.
-      const picker = event.key === "F4" ||
-        (event.altKey && (event.key === "ArrowDown" || event.key === "ArrowUp"));
-      if (picker && event.target.matches && event.target.matches(PICKER_INPUTS)) {
-        event.preventDefault();
-      }
-    }, true);
-    doc.addEventListener("mousedown", (event) => {
-      const select = event.target.closest && event.target.closest("select");
-      if (select && !select.multiple && select.size <= 1) {
-        event.preventDefault();
-        select.focus();
-      } else if (event.target.matches && event.target.matches("input[type=color]")) {
-        event.preventDefault();
-        event.target.focus();
-      }
-    }, true);
-  }
-  function guardFrames() {
-    for (const frame of document.querySelectorAll("iframe")) {
-      if (!frame.uirlGuarded) {
-        frame.uirlGuarded = true;
-        frame.addEventListener("load", () => keepPopupsClosed(frame.contentDocument));
-      }
-      try { keepPopupsClosed(frame.contentDocument); } catch (e) { /* cross-origin */ }
-    }
-  }
-  keepPopupsClosed(document);
 
   // Images the page's CSS names (icons) and its <img> tags: loaded and decoded before
   // the episode's first screenshot, which would otherwise race them (one seed, two
@@ -114,13 +72,29 @@
   const within = (ms, promise) =>
     Promise.race([promise, new Promise((r) => setTimeout(r, ms))]);
 
+  // Called once per episode: in a fresh page, or again in the page of the last episode
+  // (the server restarts MiniWoB++ tasks in place, as the miniwob package's env does).
   window.uirlLoad = async (state) => {
+    if (core.EP_TIMER !== null && !WOB_DONE_GLOBAL) {
+      // The last episode still runs: end it unreported (the miniwob package's
+      // force_stop), so that its timer and handlers are gone.
+      reported = true;
+      core.endEpisode(0, false, "reset");
+    }
+    reported = false;
+    window.uirlEpisode = undefined;
     episode = state.episode;
+    if (document.activeElement && document.activeElement !== document.body) {
+      document.activeElement.blur();  // as in a fresh page: nothing focused
+    }
     await within(5000, preloadImages());
     hookEndEpisode();
     // jQuery animations (accordions, menus) end at once: every screen is a settled one.
     if (window.jQuery) window.jQuery.fx.off = true;
-    if (state.time_limit_ms !== null) core.EPISODE_MAX_TIME = state.time_limit_ms;
+    // The page's own episode length (10 s for most; the time-discounted reward scales
+    // by it), or the episode's limit: never the last episode's limit in a restarted page.
+    if (pageMaxTime === null) pageMaxTime = core.EPISODE_MAX_TIME;
+    core.EPISODE_MAX_TIME = state.time_limit_ms ?? pageMaxTime;
     if (state.seed !== null) Math.seedrandom(state.seed);
     core.setDataMode(state.data_mode);
     core.startEpisodeReal();
@@ -136,7 +110,6 @@
     while (!WOB_TASK_READY && performance.now() - t0 < 10000) {
       await new Promise((r) => setTimeout(r, 5));
     }
-    guardFrames();
     await within(5000, imagesShown());
     window.uirlEpisode = episode;
     const u = core.getUtterance();
