@@ -21,10 +21,10 @@ task instance: task seed 0, sheet row 2; sparse reward, success = the env's
 ``--seeds 0,1,2,3,4`` runs phases 2 and 3 once per seed (``--seed``; ``--jobs`` seeds at
 once), all from the one cold start, and reports per seed and pooled over the seeds.
 ``--algorithm ppo`` runs phases 2 and 3 as PPO (a value head and GAE, ``train_grpo.py
---algorithm ppo``; the same config otherwise, without the replay; it learns at ``--
---optim.learning_rate 0.0005``). ``--compare-replay`` runs phase 2 twice, with
-``grpo.replay`` (the config's) and without; ``--cold-start-epochs`` makes a weaker or
-stronger starting policy; arguments after ``--`` go to every run of phases 2 and 3.
+--algorithm ppo``; the same config otherwise, without the replay). ``--compare-replay``
+runs phase 2 twice, with ``grpo.replay`` (the config's) and without;
+``--cold-start-epochs`` makes a weaker or stronger starting policy; arguments after
+``--`` go to every run of phases 2 and 3.
 Every phase runs with one torch thread (``OMP_NUM_THREADS=1`` unless set): the runs
 are then deterministic.
 
