@@ -343,20 +343,19 @@ def seed_curves(by_seed: dict[int, dict[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-def pooled_line(by_seed: dict[int, dict[str, dict]], name: str, baseline: str) -> str:
-    """``pooled over seeds: GRPO a/b, baseline c/d, one-sided Fisher p = X``, and how
-    many seeds the trained arm ends below its own baseline."""
+def pooled_line(by_seed: dict[int, dict[str, dict]], name: str, other: str) -> str:
+    """``pooled over seeds: GRPO a/b, baseline c/d, one-sided Fisher p = X``, and the
+    seeds where ``name`` ends below ``other`` (the baseline, or another trained run)."""
+    short = other.split(" (")[0]  # "baseline (lr 1e-12)" -> "baseline"
     g = [successes(curves[name], 2) for curves in by_seed.values()]
-    b = [successes(curves[baseline], 2) for curves in by_seed.values()]
-    gs, bs = (
-        (sum(x[0] for x in g), sum(x[1] for x in g)),
-        (sum(x[0] for x in b), sum(x[1] for x in b)),
-    )
+    b = [successes(curves[other], 2) for curves in by_seed.values()]
+    gs = (sum(x[0] for x in g), sum(x[1] for x in g))
+    bs = (sum(x[0] for x in b), sum(x[1] for x in b))
     below = [seed for seed, x, y in zip(by_seed, g, b, strict=True) if x[0] < y[0]]
     return (
         f"pooled over seeds {','.join(map(str, by_seed))} (iterations 2-last): {name} "
-        f"{gs[0]}/{gs[1]}, baseline {bs[0]}/{bs[1]}, one-sided Fisher p = "
-        f"{fisher_one_sided(gs, bs):.2g}; seeds below their baseline: "
+        f"{gs[0]}/{gs[1]}, {short} {bs[0]}/{bs[1]}, one-sided Fisher p = "
+        f"{fisher_one_sided(gs, bs):.2g}; seeds below {short}: "
         f"{', '.join(map(str, below)) or 'none'}"
     )
 

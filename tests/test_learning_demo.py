@@ -153,7 +153,11 @@ def test_report_over_seeds(tmp_path: Path) -> None:
     assert "GRPO 36/64, baseline 28/64" in line
     p = demo["fisher_one_sided"]((36, 64), (28, 64))
     assert f"p = {p:.2g}" in line and 0.05 < p < 0.5
-    assert line.endswith("seeds below their baseline: 1")
+    assert line.endswith("seeds below baseline: 1")
+    # Against another trained run, named as such.
+    by_seed[0]["GRPO + x"], by_seed[1]["GRPO + x"] = by_seed[0]["GRPO"], by_seed[1]["baseline"]
+    other = demo["pooled_line"](by_seed, "GRPO + x", "GRPO")
+    assert "GRPO + x 44/64, GRPO 36/64" in other and other.endswith("seeds below GRPO: none")
     summary = demo["seed_summary"](by_seed, ["GRPO"], "baseline")
     assert "| 0 | 32/32 | 16/32 |" in summary and "| 1 | 4/32 | 12/32 |" in summary
     curves = demo["seed_curves"](by_seed)
