@@ -153,3 +153,30 @@ def test_the_loop_and_what_the_algorithms_share_import_no_algorithm() -> None:
                 reached.add(nxt)
                 todo.append(nxt)
         assert not reached & algorithms, f"trainers.{module} reaches {reached & algorithms}"
+
+
+def test_every_trainer_module_imports_first_in_a_fresh_interpreter() -> None:
+    """The check anyone can run (issue 23): each trainer module, imported before any
+    other, loads; two orders (forward and reversed), one interpreter each."""
+    import os
+    import subprocess
+    import sys
+
+    trainers = sorted(m for m in module_names() if m.startswith(f"{PACKAGE}.trainers."))
+    assert len(trainers) > 10
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for order in (trainers, trainers[::-1]):
+        # A fresh interpreter per order; within it, each module is imported after every
+        # module before it in the list has been dropped from sys.modules, so it loads
+        # first, with nothing of the package already imported.
+        code = (
+            "import importlib, sys\n"
+            f"for name in {order!r}:\n"
+            "    for loaded in [m for m in sys.modules if m.startswith('uirl_agents')]:\n"
+            "        del sys.modules[loaded]\n"
+            "    importlib.import_module(name)\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
