@@ -85,20 +85,6 @@ def test_every_registered_task_is_a_task() -> None:
     assert "miniwob.enter-text" in expand_tasks("miniwob.enter-*")
 
 
-def test_check_env(sessions: list[SessionInfo]) -> None:
-    """Gymnasium's checker (seeded resets give the same observation, spaces, render)."""
-    import gymnasium as gym
-    from gymnasium.utils.env_checker import check_env
-
-    env = gym.make("uirl/miniwob.click-checkboxes-v0", base_url=sessions[1].base_url)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            check_env(env.unwrapped, skip_render_check=False)
-    finally:
-        env.close()
-
-
 def _sweep(info: SessionInfo, names: list[str]) -> list[str]:
     """Reset each task twice with one seed, a few random actions between: what went
     wrong, one line per task. The first reset is a fresh page (the task before was

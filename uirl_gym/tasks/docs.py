@@ -2,8 +2,9 @@
 
 The docstring is the page, Gymnasium-style: Markdown with at least the sections
 :data:`REQUIRED_SECTIONS` names (its options, its reward, its episode end). The page
-adds what every task shares, read from the code so it cannot drift: the observation
-and action spaces and the Gymnasium id's step limit. ``scripts/gen_task_docs.py``
+adds what every task shares, so that no docstring repeats it: the observation and
+action spaces (read from the code), the Gymnasium id's step limit, truncation on a
+failed session and the ``finish`` action. ``scripts/gen_task_docs.py``
 (``python -m uirl_gym.tasks.docs``, for a plug-in's own docs) writes the pages to
 ``docs/tasks/<task>.md``; a test checks the checked-in ones are current.
 """
@@ -85,9 +86,12 @@ def task_page(spec: TaskSpec) -> str:
         "",
         "## Spaces",
         "",
-        f'Those of every task (docs/env.md, "Spaces"): `gym.make({spec.env_id!r})`; '
-        f"at most {MAX_EPISODE_STEPS} steps an episode unless `max_episode_steps` says "
-        "otherwise.",
+        f'Those of every task (docs/env.md, "Spaces"): `gym.make({spec.env_id!r})`. '
+        "Every task's episode is also **truncated** after "
+        f"{MAX_EPISODE_STEPS} steps (the Gymnasium id's `max_episode_steps`; "
+        "`gym.make(..., max_episode_steps=N)` changes it) or when the session fails "
+        '(`info["error"]`), and the `finish` action terminates it at once, with reward 0 '
+        "(the agent says it is done).",
         "",
         "Observation (`Dict`):",
         "",

@@ -134,49 +134,10 @@ page shows.
 | `CalendarBookingExpert` | 1.00 (20 episodes) | 13.5 |
 | `RandomPolicy(seed=0)` | 0.00 (10 episodes; none saved an event) | 60 (the time limit) |
 
-Measured on 2026-11-25 on the shared 2-core machine with this script, saved as
-`measure.py` and run from the repository root (`python measure.py expert 20`,
-`python measure.py random 10`; episode `k` is `reset(seed=k)` with `split="test"` and
-the default options; a third argument adds options, e.g. `'{"weeks": 3}'`):
-
-```python
-"""Expert and random agent on CalendarBooking's test split (docs/tasks/calendar_booking.md)."""
-import sys
-import gymnasium as gym
-import numpy as np
-import uirl_gym  # noqa: F401
-from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
-from uirl_agents.policies.random import RandomPolicy
-from uirl_gym.tasks.calendar_booking.expert import CalendarBookingExpert
-
-agent, episodes = sys.argv[1], int(sys.argv[2])
-options = {"split": "test", **eval(sys.argv[3])} if len(sys.argv) > 3 else {"split": "test"}
-runtime = LocalRuntime(LocalRuntimeConfig(task="calendar_booking", startup_timeout_s=120))
-env = gym.make("uirl/CalendarBooking-v0", runtime=runtime, image_format="jpeg")
-policy = RandomPolicy(seed=0)
-wins, lengths = [], []
-try:
-    for seed in range(episodes):
-        obs, info = env.reset(seed=seed, options=options)
-        expert, steps = CalendarBookingExpert(), 0
-        policy.begin_episode(0)
-        while True:
-            if agent == "expert":
-                action = expert.next_action(env.unwrapped.oracle() if expert.needs_oracle else None)
-            else:
-                action = policy.act([obs], [0])[0].action
-            obs, reward, terminated, truncated, info = env.step(action)
-            steps += 1
-            if terminated or truncated:
-                break
-        wins.append(info["is_success"])
-        lengths.append(steps)
-        print(seed, info["is_success"], steps, info["num_matched"], info["num_extra"], flush=True)
-finally:
-    env.close()
-    runtime.close()
-print(f"{agent}: success {np.mean(wins):.2f} over {episodes} episodes, mean steps {np.mean(lengths):.1f}")
-```
+Measured on 2026-11-25 with `python scripts/task_report.py --task calendar_booking --episodes 20
+--random-episodes 10`: episode `k` is `reset(seed=k)` on the test split with the
+default options, at most 60 steps (the same run writes this task's row in
+docs/tasks.md). Other options: the env's `reset(options=...)`.
 
 The picture above is test-split episode 0 (default options) at reset, as
 `scripts/task_report.py` makes it.
@@ -192,9 +153,6 @@ succeeds after random actions.
 ## Episode end
 
 - **Terminated** when an event matches the request in every field: the step that completes it.
-- **Truncated** after 60 steps (the Gymnasium id's `max_episode_steps`; `gym.make(...,
-  max_episode_steps=N)` changes it), or when the session fails (`info["error"]`).
-- The `finish` action terminates it at once, with reward 0 (the agent says it is done).
 
 '''
 

@@ -113,42 +113,10 @@ target, it clicks Submit.
 | expert | 20 | 20/20 (100%) | 17.9 |
 | random (`uirl_agents.policies.random.RandomPolicy`, 60-step limit) | 20 | 0/20 (0%) | 60.0 (every episode hit the limit) |
 
-Measured on the test split (`split="test"`, seeds 0..19 of `env.reset`) with the
-default options (8 fields, 2 distractors, validation on), by this snippet, run from the
-repository root as `python measure.py expert 20` and `python measure.py random 20`:
-
-```python
-import sys
-
-import gymnasium as gym
-
-import uirl_gym  # noqa: F401
-from uirl_agents.policies.random import RandomPolicy
-from uirl_gym.tasks.form_fill.expert import FormFillExpert
-
-agent, episodes = sys.argv[1], int(sys.argv[2])
-env = gym.make("uirl/FormFill-v0", split="test")  # max_episode_steps=60
-successes, steps = 0, []
-policy = RandomPolicy(seed=0)
-for seed in range(episodes):
-    obs, info = env.reset(seed=seed)
-    expert = FormFillExpert()
-    policy.begin_episode(0)  # a fresh random stream per episode
-    n = 0
-    while True:
-        if agent == "expert":
-            action = expert.next_action(env.unwrapped.oracle() if expert.needs_oracle else None)
-        else:
-            action = policy.act([obs], [0])[0].action
-        obs, reward, terminated, truncated, info = env.step(action)
-        n += 1
-        if terminated or truncated:
-            break
-    successes += info["is_success"]
-    steps.append(n)
-print(f"{agent}: success {successes}/{episodes}, mean steps {sum(steps) / len(steps):.1f}")
-env.close()
-```
+Measured with `python scripts/task_report.py --task form_fill --episodes 20
+--random-episodes 20`: episode `k` is `reset(seed=k)` on the test split with the
+default options, at most 60 steps (the same run writes this task's row in
+docs/tasks.md). Other options: the env's `reset(options=...)`.
 
 The tests (`tests/test_task_form_fill.py`) run the expert on 20 test-split episodes
 with 3 fields each (so that they stay fast) and check that it solves all of them and
@@ -198,9 +166,6 @@ Boxes are `[x, y, width, height]` in screen pixels.
 ## Episode end
 
 - **Terminated** when a submission holds every field's target value (refused and wrong submissions do not end it): the step that completes it.
-- **Truncated** after 60 steps (the Gymnasium id's `max_episode_steps`; `gym.make(...,
-  max_episode_steps=N)` changes it), or when the session fails (`info["error"]`).
-- The `finish` action terminates it at once, with reward 0 (the agent says it is done).
 
 """
 

@@ -38,9 +38,6 @@ exact rules. `info["is_success"]`: every target row in and no wrong submission.
 ## Episode end
 
 - **Terminated** when every target row has been submitted correctly (wrong submissions do not end it): the step that completes it.
-- **Truncated** after 60 steps (the Gymnasium id's `max_episode_steps`; `gym.make(...,
-  max_episode_steps=N)` changes it), or when the session fails (`info["error"]`).
-- The `finish` action terminates it at once, with reward 0 (the agent says it is done).
 
 """
 
