@@ -27,8 +27,9 @@ from uirl_agents.tiny_model import FAMILIES, build_tiny_model  # noqa: E402
 from uirl_agents.tiny_model import main as tiny_model_main  # noqa: E402
 from uirl_agents.trainers.cli import load_config  # noqa: E402
 from uirl_agents.trainers.config import GRPOConfig  # noqa: E402
-from uirl_agents.trainers.grpo import policy_update, step_samples  # noqa: E402
-from uirl_agents.trainers.rs import sft_update  # noqa: E402
+from uirl_agents.trainers.grpo import GRPO, step_samples  # noqa: E402
+from uirl_agents.trainers.loop import update_samples  # noqa: E402
+from uirl_agents.trainers.rs import ExpertIteration  # noqa: E402
 from uirl_agents.trainers.scoring import vision_token_ids  # noqa: E402
 from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trajectories import Episode, Step  # noqa: E402
@@ -168,7 +169,7 @@ def test_rollout_sft_and_grpo_steps_on_a_real_session(family_dir, envs) -> None:
     with torch.no_grad():
         nll_before = float(sft_loss(run, samples).loss_sum)
     run.model.train()
-    metrics = sft_update(run, samples, iteration=0)
+    metrics = update_samples(run, ExpertIteration(), samples, iteration=0)
     run.model.eval()
     with torch.no_grad():
         nll_after = float(sft_loss(run, samples).loss_sum)
@@ -179,7 +180,7 @@ def test_rollout_sft_and_grpo_steps_on_a_real_session(family_dir, envs) -> None:
     episodes[0].steps[0].reward, episodes[1].steps[0].reward = 1.0, 0.0
     samples = step_samples(episodes, run.config.grpo, vision_token_ids(run.model.config))
     run.model.train()
-    metrics = policy_update(run, samples, iteration=1)
+    metrics = update_samples(run, GRPO(), samples, iteration=1)
     run.model.eval()
     assert metrics["train/samples"] == len(samples) >= 1
     assert all(torch.isfinite(torch.tensor(v)) for v in metrics.values())

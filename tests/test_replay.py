@@ -17,7 +17,8 @@ from uirl_agents.rollout import to_step
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.cli import load_config
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
-from uirl_agents.trainers.grpo import grpo_update, replayed_episodes, step_samples
+from uirl_agents.trainers.grpo import GRPO, replayed_episodes, step_samples
+from uirl_agents.trainers.loop import update
 from uirl_agents.trainers.replay import SuccessReplay, instance_key
 from uirl_agents.trainers.scoring import score_samples
 from uirl_agents.trainers.update import TokenSample
@@ -175,7 +176,7 @@ def test_on_a_rarely_solved_instance_the_replay_keeps_learning_where_plain_grpo_
         solution = first[0].steps[0]
         first[0].success, first[0].steps[0].reward = True, 1.0
         trained, _ = replayed_episodes(replay, first, gather=lambda x: x)
-        grpo_update(run, trained, iteration=1)
+        update(run, GRPO(), trained, iteration=1)
         after_first = _logprob(run, solution)
         replayed = 0
         for iteration in (2, 3, 4):
@@ -183,7 +184,7 @@ def test_on_a_rarely_solved_instance_the_replay_keeps_learning_where_plain_grpo_
             assert all(e.steps[0].completion_ids != solution.completion_ids for e in episodes)
             trained, n = replayed_episodes(replay, episodes, gather=lambda x: x)
             replayed += n
-            grpo_update(run, trained, iteration=iteration)
+            update(run, GRPO(), trained, iteration=iteration)
         gains[replay_on] = _logprob(run, solution) - after_first
         assert replayed == (3 if replay_on else 0)
     # Measured: -0.50 nats without the replay (momentum), +1.17 with it.

@@ -38,7 +38,8 @@ from uirl_agents.trainers.config import (  # noqa: E402
     ModelConfig,
     RSConfig,
 )
-from uirl_agents.trainers.grpo import grpo_loss, policy_update, step_samples  # noqa: E402
+from uirl_agents.trainers.grpo import GRPO, grpo_loss, step_samples  # noqa: E402
+from uirl_agents.trainers.loop import update_samples  # noqa: E402
 from uirl_agents.trainers.losses import (  # noqa: E402
     clipped_policy_loss,
     group_advantages,
@@ -529,7 +530,7 @@ def test_skip_zero_advantage_leaves_the_gradient_unchanged(tiny_qwen25vl_dir: Pa
         run = tiny_training_run(tiny_qwen25vl_dir, config)
         run.optimizer = _GradientRecorder(run.trainable)
         samples = _samples(run, [1.0, 0.0, -1.0, 0.0], steps=2)[:7]
-        metrics = policy_update(run, samples, iteration=0)
+        metrics = update_samples(run, GRPO(), samples, iteration=0)
         grads[skip] = run.optimizer.steps
         assert metrics["train/optimizer_steps"] == 4  # 7 one-sample micro-batches, 2 a step
     assert len(grads[True]) == len(grads[False])

@@ -45,7 +45,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.config import GRPOSection
-from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources, update, update_samples
+from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
 from uirl_agents.trainers.losses import (
     clipped_policy_loss,
     group_advantages,
@@ -207,16 +207,3 @@ def replayed_episodes(
     trained, replayed = replay.fill(episodes)
     replay.add(gathered_successes(episodes, gather))
     return trained, replayed
-
-
-def grpo_update(run: TrainingRun, episodes: Sequence[Episode], iteration: int) -> dict[str, float]:
-    """GRPO's update on ``episodes`` (the loop's steps 3-5), outside a run's loop."""
-    return update(run, GRPO(), episodes, iteration)
-
-
-def policy_update(
-    run: TrainingRun, samples: Sequence[TokenSample], iteration: int
-) -> dict[str, float]:
-    """Score GRPO samples, then ``optim.epochs`` passes of the clipped surrogate (the
-    loop's steps 4-5), outside a run's loop."""
-    return update_samples(run, GRPO(), samples, iteration)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from uirl_agents.policies.base import Policy
 from uirl_agents.trainers.demonstrations import collect_demonstrations, load_demonstrations
-from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources, update_samples
+from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.sft import SFT_STREAM, sft_loss, sft_samples
 from uirl_agents.trainers.update import BatchLoss, TokenSample
@@ -58,16 +58,3 @@ class ExpertIteration(Algorithm):
 
     def loss(self, run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
         return sft_loss(run, batch)
-
-
-def sft_update(
-    run: TrainingRun, samples: Sequence[TokenSample], iteration: int
-) -> dict[str, float]:
-    """Fine-tune ``run.model`` on this process's ``samples`` (the loop's update, outside a
-    run's loop; every process calls it).
-
-    Returns:
-        ``train/*`` metrics; ``train/samples`` counts every process's samples (0: no
-        update was made).
-    """
-    return update_samples(run, ExpertIteration(), samples, iteration)
