@@ -81,6 +81,10 @@ def main(out: str) -> None:
         report = {"step_tokens": per_rank, "optimizer_steps": metrics["train/optimizer_steps"]}
         with open(out, "w") as f:
             json.dump(report, f)
+    # Both ranks past their last collective before either tears gloo down: a rank that
+    # destroyed the group while its peer was still in all_gather_object was once killed
+    # by "terminate called without an active exception" (SIGABRT).
+    dist.barrier()
     dist.destroy_process_group()
 
 

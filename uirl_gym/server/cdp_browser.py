@@ -456,8 +456,12 @@ class CdpBrowserSession:
             raise CdpError("Chromium is not running")
         current = self._tab
         self._screen = screen
+        # Not under pinch zoom: the last episode may have panned the visual viewport (a
+        # focused field is scrolled into view), and a restarted page kept that pan, so the
+        # MiniWoB++ expert's clicks landed off its elements (seen at zoom 2).
         reuse = (
             in_page
+            and page_scale == 1.0
             and current is not None
             and current.url == self.app_url
             and current.screen == screen

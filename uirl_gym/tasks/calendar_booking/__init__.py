@@ -1,4 +1,4 @@
-'''# CalendarBooking: `uirl/CalendarBooking-v0`
+"""# CalendarBooking: `uirl/CalendarBooking-v0`
 
 ![A CalendarBooking episode](../images/tasks/calendar_booking.png)
 
@@ -154,7 +154,7 @@ succeeds after random actions.
 
 - **Terminated** when an event matches the request in every field: the step that completes it.
 
-'''
+"""
 
 from uirl_gym.tasks.base import TaskSpec
 from uirl_gym.tasks.calendar_booking import score

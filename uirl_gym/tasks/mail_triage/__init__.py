@@ -1,4 +1,4 @@
-'''# MailTriage: `uirl/MailTriage-v0`
+"""# MailTriage: `uirl/MailTriage-v0`
 
 ![A MailTriage episode](../images/tasks/mail_triage.png)
 
@@ -166,7 +166,7 @@ charged for good, and that the expert still succeeds after random actions.
 
 - **Terminated** when every goal of the instruction is met by the mailbox: the step that completes it.
 
-'''
+"""
 
 from uirl_gym.tasks.base import TaskSpec
 from uirl_gym.tasks.mail_triage import score

@@ -1,4 +1,4 @@
-r'''# ShopCheckout: `uirl/ShopCheckout-v0`
+r"""# ShopCheckout: `uirl/ShopCheckout-v0`
 
 ![A ShopCheckout episode](../images/tasks/shop_checkout.png)
 
@@ -154,7 +154,7 @@ product, a wrong name at checkout).
 
 - **Terminated** when an order is placed (right or wrong: a wrong order ends it too): the step that completes it.
 
-'''
+"""
 
 from uirl_gym.tasks.base import TaskSpec
 from uirl_gym.tasks.shop_checkout import score

@@ -1,4 +1,4 @@
-r'''# SpreadsheetEdit: `uirl/SpreadsheetEdit-v0`
+r"""# SpreadsheetEdit: `uirl/SpreadsheetEdit-v0`
 
 ![A SpreadsheetEdit episode](../images/tasks/spreadsheet_edit.png)
 
@@ -156,7 +156,7 @@ refunded by undo, and that the expert still succeeds after random actions.
 
 - **Terminated** when every goal of the instruction is met by the sheet: the step that completes it.
 
-'''
+"""
 
 from uirl_gym.tasks.base import TaskSpec
 from uirl_gym.tasks.spreadsheet_edit import score
