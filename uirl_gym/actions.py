@@ -75,6 +75,8 @@ POINTER_ACTIONS = frozenset(
         ActionType.SCROLL,
     }
 )
+# Actions that may hold modifier keys while they act (their ``keys``: a shift+click).
+HOLDING_ACTIONS = POINTER_ACTIONS | {ActionType.DRAG}
 ACTION_TYPES: tuple[ActionType, ...] = tuple(ActionType)
 # The optional fields of an action, in ``GET /act`` order.
 ACTION_FIELDS = ("x", "y", "text", "keys", "direction", "amount", "end_x", "end_y")
@@ -234,6 +236,27 @@ def _unicode_names(text: str) -> str:
     return ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in text[:4])
 
 
+HELD_MODIFIERS = ("Control", "Shift", "Alt", "Meta")
+
+
+def held_modifiers(keys: str) -> list[str]:
+    """The modifier keys a pointer action holds down while it acts (its ``keys``:
+    ``shift`` for a shift+click, ``ctrl+shift``), as Playwright names them.
+
+    Raises:
+        ValueError: a key that is not a modifier (ctrl, shift, alt, meta and their
+            spellings in :data:`MODIFIER_KEYS`).
+    """
+    names = key_sequence(keys)
+    others = [name for name in names if name not in HELD_MODIFIERS]
+    if others:
+        raise ValueError(
+            f"keys: a pointer action holds modifier keys only (ctrl, shift, alt, meta), "
+            f"got {keys!r}; press other keys with action_type=keys"
+        )
+    return names
+
+
 def parse_keys(keys: str) -> str:
     """Turn a key combination such as ``ctrl+c`` or ``shift+Tab`` into Playwright's form.
 
@@ -260,7 +283,9 @@ class Action:
         x, y: the pointer position; required for clicks, mouse_move; optional for scroll
             (the pointer's current place when left out).
         text: what ``type`` types.
-        keys: the combination ``keys`` presses, e.g. ``ctrl+c``.
+        keys: the combination ``keys`` presses, e.g. ``ctrl+c``; on a pointer action
+            (clicks, ``mouse_move``, ``scroll``, ``drag``), the modifier keys held down
+            while it acts, e.g. ``shift`` for a shift+click (:func:`held_modifiers`).
         direction: where ``scroll`` scrolls.
         amount: how many wheel notches ``scroll`` turns (100 px each).
         end_x, end_y: where ``drag`` releases the button (it presses at ``x, y``).
@@ -350,6 +375,12 @@ class Action:
                 raise ValueError(
                     f"text: at most {max_text_length} characters, got {len(self.text)}"
                 )
+        if self.keys and t in HOLDING_ACTIONS:
+            if not isinstance(self.keys, str):
+                raise ValueError(
+                    f"keys: must be a string such as 'shift', got {type(self.keys).__name__}"
+                )
+            held_modifiers(self.keys)
         if t is ActionType.KEYS:
             if self.keys is not None and not isinstance(self.keys, str):
                 raise ValueError(

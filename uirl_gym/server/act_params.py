@@ -41,13 +41,14 @@ MAX_DELAY_S = 10.0
 MAX_TYPED_TEXT = 8192
 # Actions a session performs (``finish`` is the env's, see the module docstring).
 SESSION_ACTIONS = tuple(t for t in ActionType if t is not ActionType.FINISH)
-# The fields each action type reads; anything else it is given is ignored.
+# The fields each action type reads; anything else it is given is ignored. A pointer
+# action's ``keys`` are modifiers held while it acts (``shift`` for a shift+click).
 FIELDS_USED = {
     ActionType.TYPE: {"text"},
     ActionType.KEYS: {"keys"},
-    ActionType.SCROLL: {"x", "y", "direction", "amount"},
-    **{t: {"x", "y"} for t in POINTER_ACTIONS if t is not ActionType.SCROLL},
-    ActionType.DRAG: {"x", "y", "end_x", "end_y"},
+    ActionType.SCROLL: {"x", "y", "direction", "amount", "keys"},
+    **{t: {"x", "y", "keys"} for t in POINTER_ACTIONS if t is not ActionType.SCROLL},
+    ActionType.DRAG: {"x", "y", "end_x", "end_y", "keys"},
 }
 
 

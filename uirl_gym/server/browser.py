@@ -40,10 +40,12 @@ from uirl_gym.actions import (
     CDP_KEYS,
     DEFAULT_SCREEN,
     DRAG_MOVE_STEPS,
+    HOLDING_ACTIONS,
     SCROLL_NOTCH_PX,
     TYPED_KEYS,
     Action,
     ActionType,
+    held_modifiers,
     key_sequence,
     typed_chunks,
 )
@@ -311,7 +313,16 @@ class BrowserSession:
             ActionType.SCROLL: lambda: self._scroll(action),
             ActionType.DRAG: lambda: self._drag(action),
         }
-        await handlers[t]()
+        # Modifiers a pointer action holds: Playwright's mouse events carry the keys
+        # its keyboard holds down.
+        held = held_modifiers(action.keys) if action.keys and t in HOLDING_ACTIONS else []
+        try:
+            for key in held:
+                await page.keyboard.down(key)
+            await handlers[t]()
+        finally:
+            for key in reversed(held):
+                await page.keyboard.up(key)
         if t not in (ActionType.SCREENSHOT, ActionType.FINISH):
             await self._settle()
 

@@ -46,10 +46,12 @@ from uirl_gym.actions import (
     CDP_KEYS,
     DEFAULT_SCREEN,
     DRAG_MOVE_STEPS,
+    HOLDING_ACTIONS,
     SCROLL_NOTCH_PX,
     TYPED_KEYS,
     Action,
     ActionType,
+    held_modifiers,
     key_sequence,
     typed_chunks,
 )
@@ -124,11 +126,11 @@ _SETTLE_JS = """(async () => {
 # it: a cancelable ``wheel`` event at the pointer, then the whole delta scrolls the
 # innermost element that can scroll that way and lets the user scroll it (Chromium's
 # wheel latching), else the page.
-_WHEEL_JS = """(({x, y, dx, dy}) => {
+_WHEEL_JS = """(({x, y, dx, dy, ctrlKey, shiftKey, altKey, metaKey}) => {
   const target = document.elementFromPoint(x, y) || document.documentElement;
   const wheel = new WheelEvent("wheel", {bubbles: true, cancelable: true, composed: true,
     clientX: x, clientY: y, screenX: x, screenY: y, deltaX: dx, deltaY: dy, deltaMode: 0,
-    view: window});
+    view: window, ctrlKey, shiftKey, altKey, metaKey});
   if (!target.dispatchEvent(wheel)) return "prevented";
   const root = document.scrollingElement || document.documentElement;
   const userScrolls = (el, axis) => {
@@ -218,6 +220,7 @@ class CdpBrowserSession:
         self._background: set[asyncio.Task[Any]] = set()
         self._app_state: dict[str, Any] | None = None
         self._mouse = (0, 0)
+        self._held: set[str] = set()  # modifiers a pointer action holds down
         # The episode's pinch zoom: screen pixels are page pixels times this.
         self._page_scale = 1.0
         # The viewport of the next context prepared (the last episode's screen).
@@ -636,6 +639,20 @@ class CdpBrowserSession:
         t = action.type
         if t in (ActionType.SCREENSHOT, ActionType.FINISH):
             return
+        held = held_modifiers(action.keys) if action.keys and t in HOLDING_ACTIONS else []
+        try:
+            # A person's shift+click: the modifier's keydown, the mouse events with its
+            # flag (``_input`` adds it), then its keyup.
+            for key in held:
+                await self._key_event("down", key, self._held, repeat=False)
+            await self._perform(action)
+        finally:
+            for key in reversed(held):
+                await self._key_event("up", key, self._held, repeat=False)
+        await self._settle()
+
+    async def _perform(self, action: Action) -> None:
+        t = action.type
         if t is ActionType.MOUSE_MOVE:
             await self._mouse_move(action.x, action.y)  # type: ignore[arg-type]
         elif t is ActionType.LEFT_CLICK:
@@ -654,7 +671,6 @@ class CdpBrowserSession:
             await self._scroll(action)
         elif t is ActionType.DRAG:
             await self._drag(action)
-        await self._settle()
 
     async def _input(self, method: str, params: dict[str, Any]) -> None:
         session_id = self._current().session_id
@@ -662,6 +678,8 @@ class CdpBrowserSession:
             # Chromium takes pointer coordinates in page pixels, whatever the pinch zoom.
             s = self._page_scale
             params = {**params, "x": params["x"] / s, "y": params["y"] / s}
+        if self._held and method == "Input.dispatchMouseEvent":
+            params = {**params, "modifiers": modifier_mask(self._held)}
         if not (self.frames_on_demand and params.get("type") in _FRAME_ALIGNED_MOUSE_EVENTS):
             await self._cdp.send(method, params, session_id=session_id)
             return
@@ -748,6 +766,7 @@ class CdpBrowserSession:
         if self.frames_on_demand:
             s = self._page_scale  # elementFromPoint takes page pixels
             wheel = {"x": x / s, "y": y / s, "dx": dx, "dy": dy}
+            wheel |= {f"{k.lower().replace('control', 'ctrl')}Key": True for k in self._held}
             await self._eval(f"{_WHEEL_JS}({orjson.dumps(wheel).decode()})")
         else:
             await self._input(
