@@ -361,7 +361,7 @@ def test_gemini_agent_solves_an_episode_against_the_stand_in(
     assert stand_in.attempts[2] - stand_in.attempts[1] >= 0.2  # the 503's retry-after
     turns = len(bodies)
     assert result["tokens"]["output_tokens"] == 50 * turns  # thoughts are billed as output
-    price = DEFAULT_PRICES["gemini-2.5-computer-use-preview"]
+    price = DEFAULT_PRICES[GEMINI_MODEL]
     assert result["cost_usd"] == pytest.approx(
         turns * (2000 * price.input + 50 * price.output) / 1e6
     )

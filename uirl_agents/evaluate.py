@@ -41,16 +41,18 @@ EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 
 AGENT_SYNTAX = (
     "random | expert | hf:PATH[,lora=PATH][,format=NAME][,load_in_8bit=1|load_in_4bit=1] "
-    "| openai:MODEL@URL[,format=NAME] | anthropic:MODEL[,display=WxH][,max_tokens=N][,prompt_caching=1] "
-    "| openai-cua:MODEL[,display=WxH][,safety_checks=acknowledge|refuse] "
+    "| openai:MODEL@URL[,format=NAME] "
+    "| anthropic:MODEL[,tool=VERSION][,display=WxH][,max_tokens=N][,prompt_caching=1] "
+    "| openai-cua:MODEL[,tool=computer|computer_use_preview][,display=WxH]"
+    "[,safety_checks=acknowledge|refuse] "
     "| gemini-cua:MODEL[,safety_checks=acknowledge|refuse]"
 )
 # Vendor computer-use agents (their own protocols; keys from the environment).
 ANTHROPIC_MAX_TOKENS = 1024
 CUA_KINDS = ("anthropic", "openai-cua", "gemini-cua")
 _CUA_OPTIONS = {
-    "anthropic": ("display", "max_tokens", "prompt_caching"),
-    "openai-cua": ("display", "safety_checks"),
+    "anthropic": ("tool", "display", "max_tokens", "prompt_caching"),
+    "openai-cua": ("tool", "display", "safety_checks"),
     "gemini-cua": ("safety_checks",),  # its coordinates are a 1000x1000 grid: no display
 }
 # Options of `--agent hf:...` that load the language model quantized (bitsandbytes).
@@ -175,6 +177,8 @@ def _parse_cua_agent(text: str, kind: str, rest: str) -> AgentSpec:
             raise AgentSpecError(f"--agent {text!r}: prompt_caching takes 0 or 1")
         if key == "safety_checks" and value not in ("acknowledge", "refuse"):
             raise AgentSpecError(f"--agent {text!r}: safety_checks is acknowledge or refuse")
+        if key == "tool" and value not in _cua_tools(kind):
+            raise AgentSpecError(f"--agent {text!r}: tool is one of {', '.join(_cua_tools(kind))}")
         options[key] = value
     if not model:
         raise AgentSpecError(f"--agent {text!r}: expected {kind}:MODEL")
@@ -185,6 +189,17 @@ def _parse_cua_agent(text: str, kind: str, rest: str) -> AgentSpec:
         max_tokens=max_tokens,
         options=tuple(sorted(options.items())),
     )
+
+
+def _cua_tools(kind: str) -> tuple[str, ...]:
+    """The computer tools a vendor agent can be given with ``tool=``."""
+    if kind == "anthropic":
+        from uirl_agents.policies.anthropic import TOOL_BETAS
+
+        return tuple(TOOL_BETAS)
+    from uirl_agents.policies.openai_cua import TOOLS
+
+    return TOOLS
 
 
 def _build_cua_policy(spec: AgentSpec) -> Policy:
@@ -200,6 +215,7 @@ def _build_cua_policy(spec: AgentSpec) -> Policy:
         return AnthropicPolicy(
             AnthropicPolicyConfig(
                 model=spec.target,
+                tool_version=options.get("tool"),
                 display=display,
                 max_tokens=spec.max_tokens,
                 prompt_caching=options.get("prompt_caching") == "1",
@@ -218,6 +234,7 @@ def _build_cua_policy(spec: AgentSpec) -> Policy:
     return OpenAICUAPolicy(
         OpenAICUAPolicyConfig(
             model=spec.target,
+            tool=options.get("tool"),
             display=display,
             safety_checks=options.get("safety_checks", "acknowledge"),
         )

@@ -53,8 +53,17 @@ from uirl_agents.policies.cua import (
     Turn,
     png_base64,
     vendor_credentials,
+    wait_seconds,
+    warn_if_retiring,
 )
-from uirl_gym.actions import MAX_SCROLL_AMOUNT, MAX_TEXT_LENGTH, Action, ActionType, parse_keys
+from uirl_gym.actions import (
+    MAX_SCROLL_AMOUNT,
+    MAX_TEXT_LENGTH,
+    Action,
+    ActionType,
+    held_modifiers,
+    parse_keys,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +71,49 @@ API_KEY_ENV = "ANTHROPIC_API_KEY"
 BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 API_VERSION = "2023-06-01"
-# Tool version -> the beta header that enables it.
-TOOL_BETAS = {
+TOOLSET = "computer_toolset_20260801"
+# Tool version -> the beta header that enables it (None: generally available).
+TOOL_BETAS: dict[str, str | None] = {
     "computer_20241022": "computer-use-2024-10-22",
     "computer_20250124": "computer-use-2025-01-24",
     "computer_20251124": "computer-use-2025-11-24",
+    TOOLSET: None,
 }
+# Model name prefix (the longest one a model starts with) -> the computer tool it takes:
+# Anthropic's computer-use tool page ("API support", "Earlier tool versions") as stored
+# on 2026-11-27. Claude 5.5 models refuse the older versions (HTTP 400).
+MODEL_TOOLS = {
+    "claude-fable-": TOOLSET,
+    "claude-mythos-5": TOOLSET,
+    "claude-opus-5": TOOLSET,
+    "claude-sonnet-5": TOOLSET,
+    "claude-haiku-5": TOOLSET,
+    "claude-opus-4-8": TOOLSET,
+    "claude-mythos-preview": "computer_20251124",
+    "claude-opus-4-7": "computer_20251124",
+    "claude-opus-4-6": "computer_20251124",
+    "claude-opus-4-5": "computer_20251124",
+    "claude-sonnet-4-6": "computer_20251124",
+    "claude-sonnet-4-5": "computer_20250124",
+    "claude-haiku-4-5": "computer_20250124",
+    "claude-sonnet-4": "computer_20250124",
+    "claude-opus-4": "computer_20250124",
+    "claude-3-7-sonnet": "computer_20250124",
+}
+# The anthropic SDK's deprecation table (anthropic 2.14, ``anthropic/_data``): model ->
+# end of life. A newer installed SDK adds its own entries (:func:`retirements`).
+DEPRECATED_MODELS = {
+    "claude-mythos-preview": "2026-06-30",
+    "claude-sonnet-4-5": "2026-11-30",
+    "claude-sonnet-4-5-20250929": "2026-11-30",
+    "claude-opus-4-5": "2027-01-22",
+    "claude-opus-4-5-20251101": "2027-01-22",
+}
+# Toolset members the env cannot perform: switched off in the tool (``configs``), and
+# a tool error if called anyway. The env has no middle button, no separate press and
+# release, no key held over time; zoom returns no new screenshot.
+TOOLSET_DISABLED = ("hold_key", "left_mouse_down", "left_mouse_up", "middle_click", "zoom")
+MAX_KEY_REPEAT = 50
 XGA = (1024, 768)
 CLICKS = {
     "left_click": ActionType.LEFT_CLICK,
@@ -134,11 +180,12 @@ class AnthropicPolicyConfig:
     it is never written with the config); the base URL from ``ANTHROPIC_BASE_URL``.
     """
 
-    model: str = "claude-sonnet-4-5"
+    model: str = "claude-sonnet-5-5"
     max_tokens: int = 1024
     """Longest reply (text and tool calls) per turn."""
-    tool_version: str = "computer_20250124"
-    """The computer tool's type; its beta header follows (TOOL_BETAS)."""
+    tool_version: str | None = None
+    """The computer tool's type (:data:`TOOL_BETAS`; its beta header follows); None:
+    the one the model takes (:func:`tool_version_for`)."""
     display: tuple[int, int] | None = None
     """The display the model sees; None: the screen fitted into XGA (1024x640)."""
     max_images: int = 3
@@ -157,6 +204,8 @@ class AnthropicPolicyConfig:
     transport: TransportConfig = field(default_factory=TransportConfig)
 
     def __post_init__(self) -> None:
+        if self.tool_version is None:
+            self.tool_version = tool_version_for(self.model)
         if self.tool_version not in TOOL_BETAS:
             raise ValueError(
                 f"tool_version: expected one of {sorted(TOOL_BETAS)}, got {self.tool_version!r}"
@@ -183,16 +232,29 @@ class AnthropicPolicy(ComputerUsePolicy):
         key, base = vendor_credentials((API_KEY_ENV,), BASE_URL_ENV, DEFAULT_BASE_URL, "Anthropic")
         self.url = base + "/v1/messages"
         self.name = f"anthropic:{c.model}"
+        warn_if_retiring("Anthropic", c.model, retirements())
         headers = {
             "x-api-key": key,
             "anthropic-version": API_VERSION,
-            "anthropic-beta": TOOL_BETAS[c.tool_version],
             "content-type": "application/json",
         }
+        assert c.tool_version is not None  # __post_init__ chose it
+        beta = TOOL_BETAS[c.tool_version]
+        if beta:
+            headers["anthropic-beta"] = beta
         scaler = ScreenScaler(*c.display) if c.display else ScreenScaler.fit(*XGA)
         super().__init__(scaler, JsonPoster(headers, c.transport), c.transport)
 
+    @property
+    def toolset(self) -> bool:
+        """Whether the tool is the toolset (each action a tool of its own name)."""
+        return self.config.tool_version == TOOLSET
+
     def tool(self) -> dict[str, Any]:
+        if self.toolset:
+            # No display size: the model answers in the screenshot's pixels.
+            configs = {member: {"enabled": False} for member in TOOLSET_DISABLED}
+            return {"type": TOOLSET, "configs": configs}
         return {
             "type": self.config.tool_version,
             "name": "computer",
@@ -226,6 +288,8 @@ class AnthropicPolicy(ComputerUsePolicy):
                 result["content"] = content or [{"type": "text", "text": "done"}]
                 if call.error:
                     result["is_error"] = True
+                if self.toolset:
+                    result["toolset_name"] = "computer"
                 results.append(result)
             messages.append({"role": "user", "content": results})
         if c.prompt_caching:
@@ -270,10 +334,14 @@ class AnthropicPolicy(ComputerUsePolicy):
         return Turn(calls, text="\n".join(texts), usage=usage, stop=response.get("stop_reason"))
 
     def _map_call(self, block: dict[str, Any], pointer: tuple[int, int] | None) -> ToolCall:
-        raw = block.get("input") or {}
-        call = ToolCall(call_id=str(block.get("id", "")), raw=dict(raw))
-        if block.get("name") != "computer":
-            call.error = f"UnknownTool: {block.get('name')!r}; the only tool is 'computer'"
+        name = block.get("name")
+        raw = dict(block.get("input") or {})
+        if block.get("toolset_name") == "computer" or (self.toolset and name != "computer"):
+            raw = {"action": name, **raw}  # the toolset: the action is the tool's name
+        call = ToolCall(call_id=str(block.get("id", "")), raw=raw)
+        if name != "computer" and block.get("toolset_name") != "computer":
+            tools = "the computer toolset's members" if self.toolset else "'computer'"
+            call.error = f"UnknownTool: {name!r}; the tools are {tools}"
             return call
         try:
             call.actions = self._actions(raw, pointer, call)
@@ -295,10 +363,21 @@ class AnthropicPolicy(ComputerUsePolicy):
                 raise ValueError(f"type: expected a text string, got {text!r}")
             return [Action(ActionType.TYPE, text=chunk) for chunk in text_chunks(text)]
         if action == "key":
-            return [Action(ActionType.KEYS, keys=k) for k in xdotool_combos(raw.get("text") or "")]
+            repeat = raw.get("repeat", 1)
+            if repeat is None:
+                repeat = 1
+            if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+                raise ValueError(f"key: repeat must be a positive integer, got {repeat!r}")
+            if repeat > MAX_KEY_REPEAT:
+                raise ValueError(f"key: repeat at most {MAX_KEY_REPEAT}, got {repeat}")
+            combos = xdotool_combos(raw.get("text") or "")
+            return [Action(ActionType.KEYS, keys=k) for _ in range(repeat) for k in combos]
         if action == "scroll":
             return [self._scroll(raw)]
-        if action in ("screenshot", "wait"):
+        if action == "screenshot":
+            return [Action(ActionType.SCREENSHOT)]
+        if action == "wait":
+            call.waits[0] = wait_seconds(raw.get("duration", 1), "wait: duration")
             return [Action(ActionType.SCREENSHOT)]
         if action == "cursor_position":
             if pointer is None:
@@ -316,13 +395,9 @@ class AnthropicPolicy(ComputerUsePolicy):
     def _pointer_action(self, raw: dict[str, Any], pointer: tuple[int, int] | None) -> Action:
         action = raw["action"]
         where = raw.get("coordinate")
-        if raw.get("text"):
-            raise ValueError(
-                f"{action} with held keys {raw['text']!r} is not supported: the env clicks "
-                "without modifiers; use key for shortcuts instead"
-            )
+        keys = held_keys(raw.get("text"), action)
         if action == "mouse_move":
-            return Action(ActionType.MOUSE_MOVE, *self.point(where))
+            return Action(ActionType.MOUSE_MOVE, *self.point(where), keys=keys)
         if action == "left_click_drag":
             start = raw.get("start_coordinate")
             x, y = (
@@ -331,13 +406,11 @@ class AnthropicPolicy(ComputerUsePolicy):
                 else _known(pointer, action)
             )
             end_x, end_y = self.point(where)
-            return Action(ActionType.DRAG, x, y, end_x=end_x, end_y=end_y)
+            return Action(ActionType.DRAG, x, y, end_x=end_x, end_y=end_y, keys=keys)
         x, y = self.point(where) if where is not None else _known(pointer, action)
-        return Action(CLICKS[action], x, y)
+        return Action(CLICKS[action], x, y, keys=keys)
 
     def _scroll(self, raw: dict[str, Any]) -> Action:
-        if raw.get("text"):
-            raise ValueError("scroll with held keys is not supported: the env scrolls plain")
         amount = raw.get("scroll_amount", 3)
         if isinstance(amount, bool) or not isinstance(amount, int) or amount < 1:
             raise ValueError(f"scroll_amount: expected a positive integer, got {amount!r}")
@@ -349,7 +422,54 @@ class AnthropicPolicy(ComputerUsePolicy):
             y,
             direction=raw.get("scroll_direction"),
             amount=min(amount, MAX_SCROLL_AMOUNT),
+            keys=held_keys(raw.get("text"), "scroll"),
         )
+
+
+def tool_version_for(model: str) -> str:
+    """The computer tool ``model`` takes (:data:`MODEL_TOOLS`); a model the table does
+    not know gets the newest, with a warning saying how to choose another."""
+    matches = [prefix for prefix in MODEL_TOOLS if model.startswith(prefix)]
+    if matches:
+        return MODEL_TOOLS[max(matches, key=len)]
+    logger.warning(
+        "anthropic:%s: not a model whose computer tool is known here; sending %s (the "
+        "newest). Choose another with tool=VERSION in --agent (one of %s)",
+        model,
+        TOOLSET,
+        ", ".join(TOOL_BETAS),
+    )
+    return TOOLSET
+
+
+def retirements() -> dict[str, str]:
+    """Model -> end of life: :data:`DEPRECATED_MODELS`, updated from the installed
+    anthropic SDK's table (``pip install -U anthropic`` brings newer dates)."""
+    table = dict(DEPRECATED_MODELS)
+    try:
+        from anthropic._data import DEPRECATED_MODELS as sdk_table  # private, may move
+    except ImportError:
+        return table
+    return dict(sdk_table) | table
+
+
+def held_keys(text: Any, action: Any) -> str | None:
+    """The modifiers a pointer action holds (xdotool ``text``: ``shift``, ``ctrl+shift``)
+    in the env's syntax, None when none.
+
+    Raises:
+        ValueError: not a string of modifier keys.
+    """
+    if text is None or text == "":
+        return None
+    if not isinstance(text, str):
+        raise ValueError(f"{action}: text (held keys) must be a string, got {text!r}")
+    combo = "+".join(XDOTOOL_KEYS.get(p.lower(), p) for p in text.split("+"))
+    try:
+        held_modifiers(combo)
+    except ValueError as exc:
+        raise ValueError(f"{action}: {exc}") from None
+    return combo
 
 
 def _known(pointer: tuple[int, int] | None, action: Any) -> tuple[int, int]:

@@ -30,7 +30,7 @@ import random
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +48,9 @@ RETRY_STATUS_CODES = frozenset({408, 429, 500, 502, 503, 504, 529})  # 529: Anth
 MAX_RETRY_AFTER_S = 600.0
 # Fatal for the whole run: a wrong key, model or URL will not get better by retrying.
 FATAL_STATUS_CODES = frozenset({401, 403, 404})
+# The longest wait a model may ask for (the pages settle before every screenshot; a
+# longer one is a tool error the model reads).
+MAX_WAIT_S = 30.0
 
 
 class VendorApiError(RuntimeError):
@@ -163,6 +166,40 @@ def vendor_credentials(
     if not key:
         raise ValueError(f"{key_envs[0]} is not set: export your {vendor} API key there")
     return key, (os.environ.get(base_url_env) or default_base_url).rstrip("/")
+
+
+def warn_if_retiring(vendor: str, model: str, retirements: Mapping[str, str]) -> None:
+    """Log a warning when ``vendor`` has announced the end of life of ``model``.
+
+    Args:
+        retirements: model name -> the date it stops answering, as the vendor gives it.
+    """
+    when = retirements.get(model)
+    if when:
+        logger.warning(
+            "%s model %s is deprecated: %s retires it on %s; choose a current model "
+            "(docs/evaluate.md lists them)",
+            vendor,
+            model,
+            vendor,
+            when,
+        )
+
+
+def wait_seconds(value: Any, what: str = "wait") -> float:
+    """A model's wait in seconds, checked.
+
+    Raises:
+        ValueError: not a number of seconds in 0..MAX_WAIT_S.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise ValueError(f"{what}: expected a number of seconds >= 0, got {value!r}")
+    if value > MAX_WAIT_S:
+        raise ValueError(
+            f"{what}: at most {MAX_WAIT_S:g} s, got {value!r}; the page settles before "
+            "every screenshot, so take a screenshot instead"
+        )
+    return float(value)
 
 
 def png_base64(image: np.ndarray) -> str:
@@ -289,6 +326,8 @@ class ToolCall:
         error: why the env cannot play it (sent back as a tool error).
         output_text: text to return with the result (``cursor_position``).
         extra: vendor specifics (OpenAI's pending safety checks).
+        waits: seconds to wait before its ``k``-th action (a ``wait``: its
+            ``screenshot`` step comes after the wait).
         screenshot: the screen after its last action (filled in as the env plays it).
     """
 
@@ -298,6 +337,7 @@ class ToolCall:
     error: str | None = None
     output_text: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    waits: dict[int, float] = field(default_factory=dict)
     screenshot: np.ndarray | None = None
 
 
@@ -318,7 +358,8 @@ class Conversation:
 
     instruction: str = ""
     turn: Turn | None = None
-    queue: deque[tuple[int, Action | None]] = field(default_factory=deque)
+    # (call index, the action's index in its call, the action; None: the call's error)
+    queue: deque[tuple[int, int, Action | None]] = field(default_factory=deque)
     playing: int | None = None  # the index of the call whose action the env just played
     pointer: tuple[int, int] | None = None  # screen pixels, after the last pointer action
     state: dict[str, Any] = field(default_factory=dict)
@@ -399,12 +440,15 @@ class ComputerUsePolicy(abc.ABC):
             self._pool.map(lambda k: self._next_turn(convs[k], observations[k]["screenshot"]), need)
         )
         new_turn = dict(zip(need, turns, strict=True))
+        steps = [self._pop(conv, new_turn.get(k)) for k, conv in enumerate(convs)]
+        # A model that asked to wait sees the screen after the wait (the sub-envs of
+        # the batch wait together: it is one call).
+        wait = max((step.extra.get("wait_s", 0.0) for step in steps), default=0.0)
+        if wait:
+            time.sleep(wait)
         elapsed = (time.perf_counter() - start) / max(len(observations), 1)
-        steps = []
-        for k, conv in enumerate(convs):
-            step = self._pop(conv, new_turn.get(k))
+        for step in steps:
             step.policy_time_s = elapsed
-            steps.append(step)
         return steps
 
     def _next_turn(self, conv: Conversation, screenshot: np.ndarray) -> Turn:
@@ -429,8 +473,8 @@ class ComputerUsePolicy(abc.ABC):
         conv.turn = turn
         conv.playing = None
         for index, call in enumerate(turn.calls):
-            for action in call.actions or [None]:
-                conv.queue.append((index, action))
+            for k, action in enumerate(call.actions or [None]):
+                conv.queue.append((index, k, action))
         return turn
 
     @staticmethod
@@ -454,13 +498,15 @@ class ComputerUsePolicy(abc.ABC):
                 extra["stop"] = turn.stop
                 return PolicyStep(Action(ActionType.FINISH), error=error, text=text, extra=extra)
         assert conv.turn is not None
-        index, action = conv.queue.popleft()
+        index, k, action = conv.queue.popleft()
         call = conv.turn.calls[index]
         first_of_call = conv.playing != index
         conv.playing = index
         if first_of_call:
             text = "\n".join(t for t in (text, json.dumps(call.raw)) if t)
-            extra |= {k: v for k, v in call.extra.items() if k != "id"}
+            extra |= {key: v for key, v in call.extra.items() if key != "id"}
+        if call.waits.get(k):
+            extra["wait_s"] = call.waits[k]
         if action is not None and action.x is not None and action.y is not None:
             conv.pointer = (
                 (action.end_x, action.end_y) if action.end_x is not None else (action.x, action.y)

@@ -23,13 +23,22 @@ Wire shapes (https://ai.google.dev/gemini-api/docs/computer-use):
 Coordinates are on a 1000x1000 grid whatever the screen: grid ``x`` is screen pixel
 ``floor((x + 0.5) * 1280 / 1000)`` (the same pixel-centre rule as the other vendors).
 
-Actions: ``click_at``, ``hover_at``, ``type_text_at`` (click, then select all and
-delete when ``clear_before_typing`` (default true), type, Enter when ``press_enter``
-(default true)), ``key_combination`` (``"Control+A"``), ``scroll_document``
-(5 notches at the screen's centre), ``scroll_at`` (``magnitude`` in grid units, default
-800), ``drag_and_drop``, ``wait_5_seconds`` and ``open_web_browser`` (a ``screenshot``
-step). ``navigate``, ``search``, ``go_back`` and ``go_forward`` leave the task's app:
-they are excluded from the tool, and invalid if called anyway.
+Functions: two vocabularies, chosen from the model (Google's reference agent,
+github.com/google-gemini/computer-use-preview, 2026-06-24). The models of
+:data:`LEGACY_MODELS` (gemini-2.5-computer-use-preview-10-2025, gemini-3-flash-preview,
+gemini-3.1-pro-preview) call ``click_at``, ``hover_at``, ``type_text_at`` (click, then
+select all and delete when ``clear_before_typing`` (default true), type, Enter when
+``press_enter`` (default false, as the reference agent)), ``key_combination``
+(``"Control+A"``), ``scroll_document`` (5 notches at the screen's centre),
+``scroll_at`` (``magnitude`` in grid units, default 800), ``drag_and_drop``,
+``wait_5_seconds`` (a ``screenshot`` step after 5 s) and ``open_web_browser`` (a
+``screenshot`` step). gemini-3.5-flash and later call ``click``, ``double_click``,
+``triple_click``, ``right_click``, ``move``, ``type`` (at the focus; Enter when
+``press_enter``), ``press_key``, ``hotkey``, ``scroll`` (as ``scroll_at``),
+``drag_and_drop``, ``wait`` (``seconds``, default 1), ``take_screenshot``.
+``navigate``, ``search``, ``go_back`` and ``go_forward`` leave the task's app, and
+``middle_click``, ``mouse_down``/``mouse_up``, ``key_down``/``key_up`` have no env
+action: they are excluded from the tool, and invalid if called anyway.
 
 Safety: a call whose ``args.safety_decision.decision`` is ``require_confirmation`` is
 acknowledged (``"safety_acknowledgement": "true"`` in its response; the default) or
@@ -58,6 +67,7 @@ from uirl_agents.policies.cua import (
     Turn,
     png_base64,
     vendor_credentials,
+    wait_seconds,
 )
 from uirl_gym.actions import (
     MAX_SCROLL_AMOUNT,
@@ -75,8 +85,26 @@ API_KEY_ENVS = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 BASE_URL_ENV = "GEMINI_BASE_URL"
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
 GRID = 1000
-# The browser-level functions that would leave the task's app.
+# Models that call the first function vocabulary (the reference agent's list).
+LEGACY_MODELS = (
+    "gemini-2.5-computer-use-preview-10-2025",
+    "gemini-3-flash-preview",
+    "gemini-3.1-pro-preview",
+)
+# Predefined functions excluded from the tool: the browser-level ones would leave the
+# task's app; the others have no env action.
 EXCLUDED_FUNCTIONS = ("navigate", "search", "go_back", "go_forward")
+EXCLUDED_FUNCTIONS_V2 = (
+    "navigate", "go_back", "go_forward", "middle_click", "mouse_down", "mouse_up",
+    "key_down", "key_up",
+)  # fmt: skip
+CLICKS = {
+    "click": ActionType.LEFT_CLICK,
+    "double_click": ActionType.DOUBLE_CLICK,
+    "triple_click": ActionType.TRIPLE_CLICK,
+    "right_click": ActionType.RIGHT_CLICK,
+}
+LEGACY_WAIT_S = 5.0
 PAGE_URL = "http://uirl.local/"  # what the model is told the page's URL is
 SYSTEM_INSTRUCTION = (
     "You control a browser that shows one web application; do not navigate away. Do the "
@@ -94,7 +122,7 @@ class GeminiCUAPolicyConfig:
     URL from ``GEMINI_BASE_URL``.
     """
 
-    model: str = "gemini-2.5-computer-use-preview-10-2025"
+    model: str = "gemini-3.5-flash"
     max_images: int = 3
     """Screenshots kept in the history (the latest ones)."""
     safety_checks: str = "acknowledge"
@@ -136,11 +164,17 @@ class GeminiCUAPolicy(ComputerUsePolicy):
     def model_image(self, screenshot: np.ndarray) -> np.ndarray:
         return screenshot  # the grid is normalised: the model sees the screen as it is
 
+    @property
+    def legacy(self) -> bool:
+        """Whether the model calls the first vocabulary (``click_at``, ...)."""
+        return self.config.model.startswith(LEGACY_MODELS)
+
     def tool(self) -> dict[str, Any]:
+        excluded = EXCLUDED_FUNCTIONS if self.legacy else EXCLUDED_FUNCTIONS_V2
         return {
             "computerUse": {
                 "environment": "ENVIRONMENT_BROWSER",
-                "excludedPredefinedFunctions": list(EXCLUDED_FUNCTIONS),
+                "excludedPredefinedFunctions": list(excluded),
             }
         }
 
@@ -185,16 +219,11 @@ class GeminiCUAPolicy(ComputerUsePolicy):
         content = candidate.get("content") or {"role": "model", "parts": []}
         conv.state["contents"].append(content)
         texts, calls = [], []
-        pointer = conv.pointer
         for n, part in enumerate(content.get("parts") or []):
             if "text" in part:
                 texts.append(part["text"])
             elif "functionCall" in part:
-                call = self._map_call(part["functionCall"], n, pointer)
-                calls.append(call)
-                for action in call.actions:
-                    if action.x is not None and action.y is not None:
-                        pointer = (action.x, action.y)
+                calls.append(self._map_call(part["functionCall"], n))
         usage = normalize_usage(response.get("usageMetadata") or {"promptTokenCount": 0})
         if usage is not None:
             # Gemini 2.x: 258 tokens per 768x768 tile of an image larger than 384 px.
@@ -208,9 +237,7 @@ class GeminiCUAPolicy(ComputerUsePolicy):
             logger.warning("%s: a call requires confirmation: acknowledged (sandbox)", self.name)
         return turn
 
-    def _map_call(
-        self, function_call: dict[str, Any], n: int, pointer: tuple[int, int] | None
-    ) -> ToolCall:
+    def _map_call(self, function_call: dict[str, Any], n: int) -> ToolCall:
         name = function_call.get("name")
         args = dict(function_call.get("args") or {})
         call = ToolCall(call_id=str(function_call.get("id", n)), raw={"name": name, **args})
@@ -220,7 +247,10 @@ class GeminiCUAPolicy(ComputerUsePolicy):
         if decision.get("decision") == "require_confirmation":
             call.extra["safety_decision"] = decision
         try:
-            call.actions = self._actions(name, args)
+            call.actions = (self._legacy_actions if self.legacy else self._actions)(name, args)
+            if name in ("wait", "wait_5_seconds"):
+                seconds = LEGACY_WAIT_S if name == "wait_5_seconds" else args.get("seconds", 1)
+                call.waits[0] = wait_seconds(seconds, "wait: seconds")
         except (ValueError, TypeError) as exc:
             call.error = f"{type(exc).__name__}: {exc}"
             call.actions = []
@@ -229,8 +259,9 @@ class GeminiCUAPolicy(ComputerUsePolicy):
     def _at(self, args: dict[str, Any], x: str = "x", y: str = "y") -> tuple[int, int]:
         return self.point([args.get(x), args.get(y)], f"{x}, {y}")
 
-    def _actions(self, name: Any, args: dict[str, Any]) -> list[Action]:
-        """One function call -> env actions (raises ValueError when it has none)."""
+    def _legacy_actions(self, name: Any, args: dict[str, Any]) -> list[Action]:
+        """One function call of :data:`LEGACY_MODELS` -> env actions (raises ValueError
+        when it has none)."""
         if name == "click_at":
             return [Action(ActionType.LEFT_CLICK, *self._at(args))]
         if name == "hover_at":
@@ -238,20 +269,11 @@ class GeminiCUAPolicy(ComputerUsePolicy):
         if name == "type_text_at":
             return self._type_at(args)
         if name == "key_combination":
-            keys = args.get("keys")
-            if not isinstance(keys, str):
-                raise ValueError(
-                    f"key_combination: expected keys such as 'Control+A', got {keys!r}"
-                )
-            combo = "+".join(p.lower() if len(p) == 1 else p for p in keys.split("+"))
-            parse_keys(combo)
-            return [Action(ActionType.KEYS, keys=combo)]
+            return [Action(ActionType.KEYS, keys=key_combo(args.get("keys"), name))]
         if name in ("scroll_document", "scroll_at"):
             return [self._scroll(name, args)]
         if name == "drag_and_drop":
-            x, y = self._at(args)
-            end_x, end_y = self._at(args, "destination_x", "destination_y")
-            return [Action(ActionType.DRAG, x, y, end_x=end_x, end_y=end_y)]
+            return [self._drag(args)]
         if name in ("wait_5_seconds", "open_web_browser"):
             return [Action(ActionType.SCREENSHOT)]
         raise ValueError(
@@ -260,20 +282,54 @@ class GeminiCUAPolicy(ComputerUsePolicy):
             "scroll_at, drag_and_drop, wait_5_seconds"
         )
 
-    def _type_at(self, args: dict[str, Any]) -> list[Action]:
+    def _actions(self, name: Any, args: dict[str, Any]) -> list[Action]:
+        """One function call of gemini-3.5-flash and later -> env actions (raises
+        ValueError when it has none)."""
+        if name in CLICKS:
+            return [Action(CLICKS[name], *self._at(args))]
+        if name == "move":
+            return [Action(ActionType.MOUSE_MOVE, *self._at(args))]
+        if name == "type":
+            return self._type(args)
+        if name == "press_key":
+            return [Action(ActionType.KEYS, keys=key_combo(args.get("key"), name))]
+        if name == "hotkey":
+            return [Action(ActionType.KEYS, keys=key_combo(args.get("keys"), name))]
+        if name == "scroll":
+            return [self._scroll("scroll_at", args)]
+        if name == "drag_and_drop":
+            return [self._drag(args)]
+        if name in ("wait", "take_screenshot", "open_web_browser"):
+            return [Action(ActionType.SCREENSHOT)]
+        raise ValueError(
+            f"function {name!r} is not supported here (the task's app is the whole screen); "
+            "supported: click, double_click, triple_click, right_click, move, type, "
+            "press_key, hotkey, scroll, drag_and_drop, wait, take_screenshot"
+        )
+
+    def _drag(self, args: dict[str, Any]) -> Action:
+        x, y = self._at(args)
+        end_x, end_y = self._at(args, "destination_x", "destination_y")
+        return Action(ActionType.DRAG, x, y, end_x=end_x, end_y=end_y)
+
+    def _type(self, args: dict[str, Any]) -> list[Action]:
+        """Type at the focus; Enter after it when ``press_enter`` (default false)."""
         text = args.get("text")
         if not isinstance(text, str):
-            raise ValueError(f"type_text_at: expected a text string, got {text!r}")
+            raise ValueError(f"type: expected a text string, got {text!r}")
+        actions = [Action(ActionType.TYPE, text=chunk) for chunk in text_chunks(text)]
+        if args.get("press_enter", False):
+            actions.append(Action(ActionType.KEYS, keys="Enter"))
+        return actions
+
+    def _type_at(self, args: dict[str, Any]) -> list[Action]:
         actions = [Action(ActionType.LEFT_CLICK, *self._at(args))]
         if args.get("clear_before_typing", True):
             actions += [
                 Action(ActionType.KEYS, keys="ctrl+a"),
                 Action(ActionType.KEYS, keys="Delete"),
             ]
-        actions += [Action(ActionType.TYPE, text=chunk) for chunk in text_chunks(text)]
-        if args.get("press_enter", True):
-            actions.append(Action(ActionType.KEYS, keys="Enter"))
-        return actions
+        return actions + self._type(args)
 
     def _scroll(self, name: str, args: dict[str, Any]) -> Action:
         direction = args.get("direction")
@@ -295,6 +351,22 @@ class GeminiCUAPolicy(ComputerUsePolicy):
             direction=direction,
             amount=max(1, min(MAX_SCROLL_AMOUNT, notches)),
         )
+
+
+def key_combo(keys: Any, function: str) -> str:
+    """Gemini's keys (``"Control+A"``, ``["Control", "A"]``, ``"Enter"``) -> an env
+    combination (letters lower-cased: keys, not characters).
+
+    Raises:
+        ValueError: not keys the env knows.
+    """
+    if isinstance(keys, list) and keys and all(isinstance(k, str) for k in keys):
+        keys = "+".join(keys)
+    if not isinstance(keys, str) or not keys:
+        raise ValueError(f"{function}: expected keys such as 'Control+A', got {keys!r}")
+    combo = "+".join(p.lower() if len(p) == 1 else p for p in keys.split("+"))
+    parse_keys(combo)
+    return combo
 
 
 def _inline(image: np.ndarray) -> dict[str, Any]:
