@@ -1,7 +1,8 @@
 """Local stand-ins of the vendors' computer-use APIs, and a cost estimate made with them.
 
 A :class:`StandIn` is an HTTP endpoint on 127.0.0.1 (a server thread) whose replies a
-function scripts from the request. :func:`expert_anthropic` and :func:`expert_openai`
+function scripts from the request; every reply is built as the vendor SDK's own
+response model (:mod:`sdk_shapes`). :func:`expert_anthropic` and :func:`expert_openai`
 script a task's expert: each turn is the expert's next macro (planned from the env's
 oracle) written as the vendor's tool calls, and the usage is estimated from the
 request by the vendors' published rules (:func:`anthropic_usage`, :func:`openai_usage`).
@@ -24,6 +25,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from sdk_shapes import anthropic_message, gemini_response, openai_response
+
 from uirl_agents.policies.cua import ScreenScaler
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.tasks import task_spec
@@ -31,8 +34,8 @@ from uirl_gym.vector import SessionVectorEnv
 
 DISPLAY = (1024, 640)  # 1280x800 fitted into XGA / OpenAI's 1024x768
 SCALER = ScreenScaler(*DISPLAY)
-# Anthropic's computer-use docs: the computer_20250124 tool definition costs 735 input
-# tokens and the computer-use system prompt 466-499; an image ~ width * height / 750.
+# Anthropic's computer-use docs: the computer tool definition costs 735 input tokens
+# and the computer-use system prompt 466-499; an image ~ width * height / 750.
 ANTHROPIC_TOOL_TOKENS = 735 + 499
 # OpenAI's high-detail image rule for a 1024x640 image: 85 + 170 per 512-px tile (4).
 OPENAI_IMAGE_TOKENS = 85 + 170 * 4
@@ -148,6 +151,17 @@ def anthropic_input(action: Action) -> dict[str, Any]:
     raise ValueError(f"no computer tool input for {action}")
 
 
+def anthropic_block(action: Action, call_id: str, toolset: bool = True) -> dict[str, Any]:
+    """An env action as a ``tool_use`` block: a toolset member call (the action is the
+    tool's name), or a call of the ``computer`` tool."""
+    tool_input = anthropic_input(action)
+    if not toolset:
+        return {"type": "tool_use", "id": call_id, "name": "computer", "input": tool_input}
+    name = tool_input.pop("action")
+    return {"type": "tool_use", "id": call_id, "name": name, "input": tool_input,
+            "toolset_name": "computer", "caller": {"type": "direct"}}  # fmt: skip
+
+
 def openai_action(action: Action) -> dict[str, Any]:
     """An env action written as a computer_call action, in display pixels."""
     x, y = _model_point(action) or (None, None)
@@ -176,14 +190,15 @@ def openai_action(action: Action) -> dict[str, Any]:
 GRID = ScreenScaler(1000, 1000)  # Gemini's normalised coordinates
 
 
-def gemini_calls(macro: list[Action]) -> list[dict[str, Any]]:
-    """A macro as Gemini function calls on the 1000x1000 grid (a click followed by a
-    ``type`` is one ``type_text_at``, as the model would write it)."""
+def gemini_calls(macro: list[Action], legacy: bool = False) -> list[dict[str, Any]]:
+    """A macro as Gemini function calls on the 1000x1000 grid: gemini-3.5-flash's
+    vocabulary, or (``legacy``) the 2.5 preview's, where a click followed by a ``type``
+    is one ``type_text_at``, as the model would write it."""
     calls: list[dict[str, Any]] = []
     for action in macro:
         point = list(GRID.to_model(action.x, action.y)) if action.x is not None else None
-        if action.type is ActionType.TYPE:
-            # Gemini types at a point: the macro's last click, whose field it clears
+        if action.type is ActionType.TYPE and legacy:
+            # Gemini 2.5 types at a point: the macro's last click, whose field it clears
             # first (what a select-all between them did).
             clicks = [k for k, c in enumerate(calls) if c["name"] == "click_at"]
             if not clicks:
@@ -192,20 +207,30 @@ def gemini_calls(macro: list[Action]) -> list[dict[str, Any]]:
             del calls[clicks[-1] :]
             calls.append({"name": "type_text_at", "args": {**args, "text": action.text,
                           "press_enter": False, "clear_before_typing": True}})  # fmt: skip
+        elif action.type is ActionType.TYPE:
+            calls.append({"name": "type", "args": {"text": action.text}})
         elif action.type is ActionType.LEFT_CLICK:
-            calls.append({"name": "click_at", "args": {"x": point[0], "y": point[1]}})
+            name = "click_at" if legacy else "click"
+            calls.append({"name": name, "args": {"x": point[0], "y": point[1]}})
         elif action.type is ActionType.KEYS:
             names = {"ctrl": "Control", "shift": "Shift", "alt": "Alt"}
-            keys = "+".join(names.get(k, k.upper()) for k in action.keys.split("+"))
-            calls.append({"name": "key_combination", "args": {"keys": keys}})
+            keys = [names.get(k, k.upper()) for k in action.keys.split("+")]
+            if legacy:
+                calls.append({"name": "key_combination", "args": {"keys": "+".join(keys)}})
+            else:
+                calls.append({"name": "hotkey", "args": {"keys": keys}})
         elif action.type is ActionType.SCROLL:
             magnitude = round(action.scroll_amount * 100 / 800 * 1000)
-            calls.append({"name": "scroll_at", "args": {"x": point[0], "y": point[1],
-                          "direction": action.direction, "magnitude": magnitude}})  # fmt: skip
+            calls.append({"name": "scroll_at" if legacy else "scroll",
+                          "args": {"x": point[0], "y": point[1],
+                                   "direction": action.direction, "magnitude": magnitude}})  # fmt: skip
         elif action.type is ActionType.DRAG:
             end = GRID.to_model(action.end_x, action.end_y)
             calls.append({"name": "drag_and_drop", "args": {"x": point[0], "y": point[1],
                           "destination_x": end[0], "destination_y": end[1]}})  # fmt: skip
+        elif action.type in (ActionType.DOUBLE_CLICK, ActionType.RIGHT_CLICK) and not legacy:
+            name = "double_click" if action.type is ActionType.DOUBLE_CLICK else "right_click"
+            calls.append({"name": name, "args": {"x": point[0], "y": point[1]}})
         elif action.type is not ActionType.FINISH:
             raise ValueError(f"no Gemini function for {action}")
     return calls
@@ -220,19 +245,21 @@ def gemini_usage(body: dict[str, Any], parts: list[dict[str, Any]]) -> dict[str,
             "totalTokenCount": prompt + _text_tokens(parts)}  # fmt: skip
 
 
-def expert_gemini(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
+def expert_gemini(
+    envs: SessionVectorEnv, legacy: bool = False
+) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """generateContent replies: the expert's macros as ``functionCall`` parts."""
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         try:
-            calls = gemini_calls(expert_macro(envs))
-        except ValueError:  # an action Gemini has no function for (a double click): give up
+            calls = gemini_calls(expert_macro(envs), legacy)
+        except ValueError:  # an action Gemini has no function for: give up
             calls = []
         parts: list[dict[str, Any]] = [{"functionCall": c} for c in calls]
         parts = parts or [{"text": "The task is done."}]
-        return {"candidates": [{"content": {"role": "model", "parts": parts},
-                                "finishReason": "STOP"}],
-                "usageMetadata": gemini_usage(body, parts)}  # fmt: skip
+        return gemini_response({"candidates": [{"content": {"role": "model", "parts": parts},
+                                                "finishReason": "STOP"}],
+                                "usageMetadata": gemini_usage(body, parts)})  # fmt: skip
 
     return reply
 
@@ -253,8 +280,7 @@ def _text_tokens(value: Any) -> int:
 def anthropic_usage(body: dict[str, Any], content: list[dict[str, Any]]) -> dict[str, int]:
     """What the Messages API would bill for ``body`` and the reply ``content``."""
     images = json.dumps(body["messages"]).count('"type": "image"')
-    tool = body["tools"][0]
-    per_image = math.ceil(tool["display_width_px"] * tool["display_height_px"] / 750)
+    per_image = math.ceil(DISPLAY[0] * DISPLAY[1] / 750)  # the screenshots' size
     prompt = _text_tokens([body["system"], body["messages"]])
     return {
         "input_tokens": ANTHROPIC_TOOL_TOKENS + prompt + images * per_image,
@@ -265,19 +291,20 @@ def anthropic_usage(body: dict[str, Any], content: list[dict[str, Any]]) -> dict
 
 
 def expert_anthropic(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Messages API replies: the expert's macros as ``tool_use`` blocks, then a text."""
+    """Messages API replies: the expert's macros as toolset ``tool_use`` blocks, then a
+    text."""
     ids = iter(range(10**9))
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         macro = [a for a in expert_macro(envs) if a.type is not ActionType.FINISH]
         content: list[dict[str, Any]] = [
-            {"type": "tool_use", "id": f"toolu_{next(ids)}", "name": "computer",
-             "input": anthropic_input(a)} for a in macro
-        ] or [{"type": "text", "text": "The task is done."}]  # fmt: skip
-        return {"id": f"msg_{next(ids)}", "type": "message", "role": "assistant",
-                "content": content, "model": body["model"],
-                "stop_reason": "tool_use" if macro else "end_turn",
-                "usage": anthropic_usage(body, content)}  # fmt: skip
+            anthropic_block(a, f"toolu_{next(ids)}") for a in macro
+        ] or [{"type": "text", "text": "The task is done."}]
+        return anthropic_message({"id": f"msg_{next(ids)}", "type": "message",
+                                  "role": "assistant", "content": content,
+                                  "model": body["model"], "stop_reason":
+                                  "tool_use" if macro else "end_turn", "stop_sequence": None,
+                                  "usage": anthropic_usage(body, content)})  # fmt: skip
 
     return reply
 
@@ -290,12 +317,17 @@ def expert_openai(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         macro = [a for a in expert_macro(envs) if a.type is not ActionType.FINISH]
-        output: list[dict[str, Any]] = [
-            {"type": "computer_call", "id": f"cu_{n}", "call_id": f"call_{n}",
-             "action": openai_action(a), "pending_safety_checks": [], "status": "completed"}
-            for n, a in ((next(ids), a) for a in macro)
-        ] or [{"type": "message", "role": "assistant",
-               "content": [{"type": "output_text", "text": "The task is done."}]}]  # fmt: skip
+        n = next(ids)
+        output: list[dict[str, Any]] = (
+            [{"type": "computer_call", "id": f"cu_{n}", "call_id": f"call_{n}",
+              "actions": [openai_action(a) for a in macro], "pending_safety_checks": [],
+              "status": "completed"}]
+            if macro
+            else [{"type": "message", "id": f"msg_{n}", "role": "assistant",
+                   "status": "completed", "content": [
+                       {"type": "output_text", "text": "The task is done.",
+                        "annotations": []}]}]
+        )  # fmt: skip
         text = json.dumps(body["input"])
         images = text.count('"input_image"') + text.count('"computer_screenshot"')
         fresh = _text_tokens([body["instructions"], body["input"]]) + images * OPENAI_IMAGE_TOKENS
@@ -303,10 +335,13 @@ def expert_openai(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str
         output_tokens = _text_tokens(output)
         response_id = f"resp_{next(ids)}"
         context[response_id] = input_tokens + output_tokens
-        usage = {"input_tokens": input_tokens, "input_tokens_details": {"cached_tokens": 0},
-                 "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}  # fmt: skip
-        return {"id": response_id, "object": "response", "status": "completed",
-                "model": body["model"], "output": output, "usage": usage}  # fmt: skip
+        usage = {"input_tokens": input_tokens,
+                 "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                 "output_tokens": output_tokens,
+                 "output_tokens_details": {"reasoning_tokens": 0},
+                 "total_tokens": input_tokens + output_tokens}  # fmt: skip
+        return openai_response({"id": response_id, "model": body["model"], "output": output,
+                                "usage": usage})  # fmt: skip
 
     return reply
 
@@ -325,7 +360,7 @@ def main() -> int:
     envs = SessionVectorEnv(1)
     anthropic = StandIn("/v1/messages", expert_anthropic(envs))
     openai = StandIn("/v1/responses", expert_openai(envs))
-    gemini_model = "gemini-2.5-computer-use-preview-10-2025"
+    gemini_model = "gemini-3.5-flash"
     gemini = StandIn(f"/v1beta/models/{gemini_model}:generateContent", expert_gemini(envs))
     rows = []
     try:
@@ -338,7 +373,7 @@ def main() -> int:
                 "GEMINI_API_KEY": "stand-in",
                 "GEMINI_BASE_URL": gemini.url,
             }
-            agents = ("anthropic:claude-sonnet-4-5", "openai-cua:computer-use-preview",
+            agents = ("anthropic:claude-sonnet-5-5", "openai-cua:gpt-5.4",
                       f"gemini-cua:{gemini_model}")  # fmt: skip
             for agent in agents:
                 result = run_agent(

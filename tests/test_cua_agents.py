@@ -1,12 +1,15 @@
-"""The vendor computer-use agents end to end, against local stand-ins of their APIs.
+"""The vendor computer-use agents end to end, against local stand-ins of their APIs,
+judged by the vendors' own SDKs.
 
-Each stand-in (an HTTP server thread on 127.0.0.1) speaks its vendor's documented
-shapes and scripts its replies from the task's oracle: every turn is the scripted
-expert's next macro written as the vendor's tool calls (a multi-action turn), so the
-replies solve a real SimpleDataEntry episode on a real session. The scripts add a
-tool the env cannot play (a tool error), a 429 with ``retry-after``, a 5xx and, for
-OpenAI, a pending safety check. The agents run through ``evaluate.run_agent``, so the
-files it writes are checked for the API key.
+Each stand-in (an HTTP server thread on 127.0.0.1) scripts its replies from the task's
+oracle: every turn is the scripted expert's next macro written as the vendor's tool
+calls (a multi-action turn), so the replies solve a real SimpleDataEntry episode on a
+real session. Every reply is built as the SDK's response model and every request the
+agent sends is checked against the SDK's request type (:mod:`sdk_shapes`), so a shape
+mistake on either side fails. The scripts add a tool the env cannot play (a tool
+error), a 429 with ``retry-after``, a 5xx and, for OpenAI, a pending safety check. The
+agents run through ``evaluate.run_agent``, so the files it writes are checked for the
+API key.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextlib
 import io
 import json
 import logging
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,13 +28,22 @@ import numpy as np
 import pytest
 from cua_standin import (
     StandIn,
-    anthropic_input,
+    anthropic_block,
     expert_macro,
     gemini_calls,
     openai_action,
     serving,
 )
 from PIL import Image
+from sdk_shapes import (
+    anthropic_message,
+    anthropic_request_type,
+    check_body,
+    check_gemini_body,
+    gemini_response,
+    openai_request_type,
+    openai_response,
+)
 
 from uirl_agents.cost import DEFAULT_PRICES, ModelPrice, normalize_usage
 from uirl_agents.evaluate import AgentSpecError, parse_agent, run_agent, write_reports
@@ -43,6 +56,9 @@ from uirl_gym.vector import SessionVectorEnv
 
 SECRET = "sk-test-9f8e7d6c5b4a-never-written"
 EPISODE = EpisodeSpec(seed=3, options={"task": "simple_data_entry", "num_rows": 1})
+TOOLSET = {"type": "computer_toolset_20260801", "configs": {
+    m: {"enabled": False}
+    for m in ("hold_key", "left_mouse_down", "left_mouse_up", "middle_click", "zoom")}}  # fmt: skip
 
 
 @pytest.fixture
@@ -73,28 +89,31 @@ ANTHROPIC_USAGE = {"input_tokens": 1500, "output_tokens": 60, "cache_read_input_
                    "cache_creation_input_tokens": 0}  # fmt: skip
 
 
+def anthropic_reply(content: list[dict[str, Any]], model: str = "m", n: int = 0) -> dict[str, Any]:
+    """A Messages reply holding ``content``, built as the SDK's ``Message``."""
+    stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
+    return anthropic_message({"id": f"msg_{n}", "type": "message", "role": "assistant",
+                              "content": content, "model": model, "stop_reason": stop,
+                              "stop_sequence": None, "usage": ANTHROPIC_USAGE})  # fmt: skip
+
+
 def anthropic_script(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Turn 1: a middle click (no env action: a tool error); then the expert's macros."""
+    """Turn 1: a middle click (switched off in the toolset: a tool error); then the
+    expert's macros as toolset calls."""
     turns = iter(range(1000))
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         n = next(turns)
         if n == 0:
             content = [{"type": "text", "text": "Let me try the wheel."},
-                       {"type": "tool_use", "id": "toolu_0_0", "name": "computer",
-                        "input": {"action": "middle_click", "coordinate": [10, 10]}}]  # fmt: skip
+                       {"type": "tool_use", "id": "toolu_0_0", "name": "middle_click",
+                        "input": {"coordinate": [10, 10]}, "toolset_name": "computer",
+                        "caller": {"type": "direct"}}]  # fmt: skip
         else:
-            macro = expert_macro(envs)
-            content = [
-                {"type": "tool_use", "id": f"toolu_{n}_{k}", "name": "computer",
-                 "input": anthropic_input(a)}
-                for k, a in enumerate(macro) if a.type is not ActionType.FINISH
-            ]  # fmt: skip
-            if not content:
-                content = [{"type": "text", "text": "The row is submitted."}]
-        stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-        return {"id": f"msg_{n}", "type": "message", "role": "assistant", "content": content,
-                "model": body["model"], "stop_reason": stop, "usage": ANTHROPIC_USAGE}  # fmt: skip
+            macro = [a for a in expert_macro(envs) if a.type is not ActionType.FINISH]
+            content = [anthropic_block(a, f"toolu_{n}_{k}") for k, a in enumerate(macro)]
+            content = content or [{"type": "text", "text": "The row is submitted."}]
+        return anthropic_reply(content, body["model"], n)
 
     return reply
 
@@ -129,17 +148,17 @@ def test_anthropic_agent_solves_an_episode_against_the_stand_in(
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", serve(stand_in))
 
-    result, (episode,) = run_vendor_agent("anthropic:claude-sonnet-4-5", envs, tmp_path)
+    result, (episode,) = run_vendor_agent("anthropic:claude-sonnet-5-5", envs, tmp_path)
 
     assert episode.success, [(s.action, s.error) for s in episode.steps]
     assert episode.steps[0].action is None and "middle_click" in episode.steps[0].error
     bodies, headers = stand_in.bodies, stand_in.headers
+    for body in bodies:  # the toolset is generally available: no beta header, GA types
+        check_body(body, anthropic_request_type(beta=False))
     assert {h["x-api-key"] for h in headers} == {SECRET}
     assert {h["anthropic-version"] for h in headers} == {"2023-06-01"}
-    assert {h["anthropic-beta"] for h in headers} == {"computer-use-2025-01-24"}
-    tool = {"type": "computer_20250124", "name": "computer", "display_width_px": 1024,
-            "display_height_px": 640, "display_number": 1}  # fmt: skip
-    assert all(b["tools"] == [tool] and b["model"] == "claude-sonnet-4-5" for b in bodies)
+    assert not any("anthropic-beta" in h for h in headers)
+    assert all(b["tools"] == [TOOLSET] and b["model"] == "claude-sonnet-5-5" for b in bodies)
     first = bodies[0]["messages"]
     assert [m["role"] for m in first] == ["user"]
     assert first[0]["content"][0] == {"type": "text", "text": episode.instruction}
@@ -153,6 +172,7 @@ def test_anthropic_agent_solves_an_episode_against_the_stand_in(
         uses = [b for b in assistant["content"] if b["type"] == "tool_use"]
         assert assistant["role"] == "assistant" and results["role"] == "user"
         assert [r["tool_use_id"] for r in results["content"]] == [u["id"] for u in uses]
+        assert {r["toolset_name"] for r in results["content"]} == {"computer"}
         last = results["content"][-1]["content"]
         assert last[-1]["type"] == "image"
         assert decode_png(last[-1]["source"]["data"]).shape == (640, 1024, 3)
@@ -175,13 +195,13 @@ def test_anthropic_agent_solves_an_episode_against_the_stand_in(
     assert result["tokens"]["cache_read_input_tokens"] == 500 * turns
     assert result["tokens"]["requests"] == turns
     assert result["tokens"]["image_tokens"] > 0
-    price = DEFAULT_PRICES["claude-sonnet-4"]
+    price = DEFAULT_PRICES["claude-sonnet-5-5"]
     expected = turns * (1500 * price.input + 500 * price.cache_read + 60 * price.output) / 1e6
     assert result["cost_usd"] == pytest.approx(expected)
     assert result["cost_per_success_usd"] == pytest.approx(expected)
     table = (tmp_path / "results.md").read_text()
     assert f"${expected:.4f}" in table
-    replay = (tmp_path / "anthropic_claude-sonnet-4-5" / "index.html").read_text()
+    replay = (tmp_path / "anthropic_claude-sonnet-5-5" / "index.html").read_text()
     assert replay.count("tokens in 2,000 / out 60") == turns  # on each turn's first step
     assert_key_never_written(tmp_path, caplog.text)
 
@@ -191,37 +211,46 @@ def test_anthropic_agent_solves_an_episode_against_the_stand_in(
 
 SAFETY_CHECK = {"id": "cu_sc_1", "code": "malicious_instructions",
                 "message": "The page may hold instructions."}  # fmt: skip
-OPENAI_USAGE = {"input_tokens": 1200, "input_tokens_details": {"cached_tokens": 200},
+OPENAI_USAGE = {"input_tokens": 1200,
+                "input_tokens_details": {"cached_tokens": 200, "cache_write_tokens": 100},
                 "output_tokens": 40, "output_tokens_details": {"reasoning_tokens": 16},
                 "total_tokens": 1240}  # fmt: skip
 
 
-def openai_script(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
-    """Every turn the expert's macro as computer_calls; the first call carries a safety
-    check; turn 2 starts with a wheel click (no env action)."""
-    turns = iter(range(1000))
+def openai_call(call_id: str, actions: list[dict[str, Any]], checks: list | None = None) -> dict:
+    """A GA ``computer_call`` item: a batch of actions."""
+    return {"type": "computer_call", "id": f"cu_{call_id}", "call_id": call_id,
+            "actions": actions, "pending_safety_checks": checks or [], "status": "completed"}  # fmt: skip
 
-    def call(n: int, k: int, action: dict[str, Any], checks: list) -> dict[str, Any]:
-        return {"type": "computer_call", "id": f"cu_{n}_{k}", "call_id": f"call_{n}_{k}",
-                "action": action, "pending_safety_checks": checks, "status": "completed"}  # fmt: skip
+
+def openai_reply(output: list[dict[str, Any]], n: int = 0, model: str = "m") -> dict[str, Any]:
+    """A Responses reply, built as the SDK's ``Response``."""
+    return openai_response({"id": f"resp_{n}", "model": model, "output": output,
+                            "usage": OPENAI_USAGE})  # fmt: skip
+
+
+def openai_script(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """Every turn the expert's macro as one batched computer_call, which carries a
+    safety check on turn 0; turn 1 starts with a call of a wheel click (no env action)."""
+    turns = iter(range(1000))
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
         n = next(turns)
         actions = [openai_action(a) for a in expert_macro(envs) if a.type is not ActionType.FINISH]
-        if n == 1:
-            actions.insert(0, {"type": "click", "button": "wheel", "x": 5, "y": 5})
         output: list[dict[str, Any]] = [
             {"type": "reasoning", "id": f"rs_{n}", "summary": [
                 {"type": "summary_text", "text": f"Turn {n}: fill the form."}]}
         ]  # fmt: skip
-        output += [
-            call(n, k, a, [SAFETY_CHECK] if (n, k) == (0, 0) else []) for k, a in enumerate(actions)
-        ]
-        if not actions:
+        if n == 1:
+            output.append(openai_call("call_wheel", [{"type": "click", "button": "wheel",
+                                                      "x": 5, "y": 5}]))  # fmt: skip
+        if actions:
+            output.append(openai_call(f"call_{n}", actions, [SAFETY_CHECK] if n == 0 else []))
+        else:
             output.append({"type": "message", "id": f"msg_{n}", "role": "assistant",
-                           "content": [{"type": "output_text", "text": "Done."}]})  # fmt: skip
-        return {"id": f"resp_{n}", "object": "response", "status": "completed",
-                "model": body["model"], "output": output, "usage": OPENAI_USAGE}  # fmt: skip
+                           "status": "completed", "content": [
+                               {"type": "output_text", "text": "Done.", "annotations": []}]})  # fmt: skip
+        return openai_reply(output, n, body["model"])
 
     return reply
 
@@ -239,25 +268,27 @@ def test_openai_cua_agent_solves_an_episode_against_the_stand_in(
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("OPENAI_BASE_URL", serve(stand_in) + "/v1")
 
-    result, (episode,) = run_vendor_agent("openai-cua:computer-use-preview", envs, tmp_path)
+    result, (episode,) = run_vendor_agent("openai-cua:gpt-5.4", envs, tmp_path)
 
     assert episode.success, [(s.action, s.error) for s in episode.steps]
     bodies = stand_in.bodies
+    for body in bodies:
+        check_body(body, openai_request_type())
     assert {h["authorization"] for h in stand_in.headers} == {f"Bearer {SECRET}"}
-    tool = {"type": "computer_use_preview", "display_width": 1024, "display_height": 640,
-            "environment": "browser"}  # fmt: skip
-    assert all(b["tools"] == [tool] and b["truncation"] == "auto" for b in bodies)
+    assert all(b["tools"] == [{"type": "computer"}] and b["truncation"] == "auto" for b in bodies)
     (message,) = bodies[0]["input"]
     assert "previous_response_id" not in bodies[0] and message["role"] == "user"
     text, image = message["content"]
     assert text == {"type": "input_text", "text": episode.instruction}
-    assert image["type"] == "input_image"
+    assert image["type"] == "input_image" and image["detail"] == "high"
     prefix = "data:image/png;base64,"
     assert decode_png(image["image_url"].removeprefix(prefix)).shape == (640, 1024, 3)
     replies = [
         [i["call_id"] for i in r["output"] if i["type"] == "computer_call"]
         for r in stand_in.replies
     ]
+    assert max(len(c["actions"]) for r in stand_in.replies for c in r["output"]
+               if c["type"] == "computer_call") >= 2, "no batch of actions"  # fmt: skip
     for k, body in enumerate(bodies[1:], 1):
         assert body["previous_response_id"] == f"resp_{k - 1}"
         outputs = [i for i in body["input"] if i.get("type") == "computer_call_output"]
@@ -266,10 +297,9 @@ def test_openai_cua_agent_solves_an_episode_against_the_stand_in(
             assert o["output"]["type"] == "computer_screenshot"
             assert o["output"]["image_url"].startswith(prefix)
             assert decode_png(o["output"]["image_url"].removeprefix(prefix)).shape == (640, 1024, 3)
-    # The safety check was acknowledged (the default policy), on its call only.
+    # The safety check was acknowledged (the default policy), on its call.
     first_outputs = [i for i in bodies[1]["input"] if i.get("type") == "computer_call_output"]
     assert first_outputs[0]["acknowledged_safety_checks"] == [SAFETY_CHECK]
-    assert all("acknowledged_safety_checks" not in o for o in first_outputs[1:])
     assert episode.steps[0].text and "safety" not in (episode.steps[0].error or "")
     # The wheel click: an invalid step, and a user message saying why.
     wheel = [s for s in episode.steps if s.action is None]
@@ -280,12 +310,13 @@ def test_openai_cua_agent_solves_an_episode_against_the_stand_in(
     times = stand_in.attempts
     assert len(times) == len(bodies) + 2 and times[3] - times[2] >= 0.3
     turns = len(bodies)
-    assert result["tokens"]["input_tokens"] == 1000 * turns  # cached ones apart
+    assert result["tokens"]["input_tokens"] == 900 * turns  # cache reads and writes apart
     assert result["tokens"]["cache_read_input_tokens"] == 200 * turns
+    assert result["tokens"]["cache_creation_input_tokens"] == 100 * turns
     assert result["tokens"]["output_tokens"] == 40 * turns
-    price = DEFAULT_PRICES["computer-use-preview"]
+    price = DEFAULT_PRICES["gpt-5.4"]
     assert result["cost_usd"] == pytest.approx(
-        turns * (1200 * price.input + 40 * price.output) / 1e6
+        turns * (1000 * price.input + 200 * price.cache_read + 40 * price.output) / 1e6
     )
     assert_key_never_written(tmp_path, caplog.text)
 
@@ -293,7 +324,7 @@ def test_openai_cua_agent_solves_an_episode_against_the_stand_in(
 # Gemini
 
 
-GEMINI_MODEL = "gemini-2.5-computer-use-preview-10-2025"
+GEMINI_MODEL = "gemini-3.5-flash"
 GEMINI_USAGE = {"promptTokenCount": 2000, "cachedContentTokenCount": 0,
                 "candidatesTokenCount": 30, "thoughtsTokenCount": 20}  # fmt: skip
 CONFIRM = {"decision": "require_confirmation", "explanation": "Submitting a form."}
@@ -313,8 +344,8 @@ def gemini_script(envs: SessionVectorEnv) -> Callable[[dict[str, Any]], dict[str
             if n == 1 and calls:
                 calls[0]["args"]["safety_decision"] = CONFIRM
         parts = [{"functionCall": c} for c in calls] or [{"text": "Done."}]
-        return {"candidates": [{"content": {"role": "model", "parts": parts},
-                                "finishReason": "STOP"}], "usageMetadata": GEMINI_USAGE}  # fmt: skip
+        return gemini_response({"candidates": [{"content": {"role": "model", "parts": parts},
+                                "finishReason": "STOP"}], "usageMetadata": GEMINI_USAGE})  # fmt: skip
 
     return reply
 
@@ -338,9 +369,12 @@ def test_gemini_agent_solves_an_episode_against_the_stand_in(
     assert episode.success, [(s.action, s.error) for s in episode.steps]
     assert episode.steps[0].action is None and "navigate" in episode.steps[0].error
     bodies = stand_in.bodies
+    for body in bodies:
+        check_gemini_body(body)
     assert {h["x-goog-api-key"] for h in stand_in.headers} == {SECRET}
-    tool = {"computerUse": {"environment": "ENVIRONMENT_BROWSER",
-            "excludedPredefinedFunctions": ["navigate", "search", "go_back", "go_forward"]}}  # fmt: skip
+    tool = {"computerUse": {"environment": "ENVIRONMENT_BROWSER", "excludedPredefinedFunctions": [
+        "navigate", "go_back", "go_forward", "middle_click", "mouse_down", "mouse_up",
+        "key_down", "key_up"]}}  # fmt: skip
     assert all(b["tools"] == [tool] for b in bodies)
     text, image = bodies[0]["contents"][0]["parts"]
     assert text == {"text": episode.instruction}
@@ -412,16 +446,27 @@ def test_usage_is_normalised_and_priced(tmp_path: Path) -> None:
         {"promptTokenCount": 50, "candidatesTokenCount": 5, "thoughtsTokenCount": 2}
     )
     assert (anthropic["input_tokens"], anthropic["cache_read_input_tokens"]) == (1500, 500)
-    assert (openai["input_tokens"], openai["cache_read_input_tokens"]) == (1000, 200)
+    assert (openai["input_tokens"], openai["cache_read_input_tokens"]) == (900, 200)
+    assert openai["cache_creation_input_tokens"] == 100  # cache writes, counted apart
     assert (chat["input_tokens"], chat["output_tokens"], gemini["output_tokens"]) == (10, 3, 7)
     total = add_usage([anthropic, None, openai])
     assert total["requests"] == 2 and total["output_tokens"] == 100
     assert add_usage([None]) is None
-    assert (
-        find_price("claude-sonnet-4-5-20250929", DEFAULT_PRICES)
-        == DEFAULT_PRICES["claude-sonnet-4"]
-    )
+    # A dated snapshot is priced as its model; a family name prices nothing it does
+    # not name (Opus 4.6 is $5/$25, not Opus 4's $15/$75).
+    assert find_price("claude-sonnet-4-5-20250929", DEFAULT_PRICES) == ModelPrice(3, 15, 0.3, 3.75)
+    assert find_price("claude-opus-4-6", DEFAULT_PRICES) == ModelPrice(5, 25, 0.5, 6.25)
+    assert find_price("claude-opus-4-20250514", DEFAULT_PRICES) == ModelPrice(15, 75, 1.5, 18.75)
+    assert find_price("gpt-5.4-2026-03-05", DEFAULT_PRICES) == DEFAULT_PRICES["gpt-5.4"]
+    assert find_price("gpt-5.4-nano", DEFAULT_PRICES) is None
+    assert find_price("claude-opus-4-9", DEFAULT_PRICES) is None
     assert find_price("my-model", DEFAULT_PRICES) is None
+    assert all(price.source for price in DEFAULT_PRICES.values())
+    chat_written = normalize_usage({"prompt_tokens": 10, "completion_tokens": 1,
+                                    "prompt_tokens_details": {"cache_write_tokens": 4}})  # fmt: skip
+    assert (chat_written["input_tokens"], chat_written["cache_creation_input_tokens"]) == (6, 4)
+    written = {"input_tokens": 0, "cache_creation_input_tokens": 1_000_000}
+    assert DEFAULT_PRICES["gpt-6-sol"].cost_usd(written) == pytest.approx(2.50)
     assert ModelPrice(2.0, 10.0).cost_usd(
         {"input_tokens": 1_000_000, "output_tokens": 100_000, "cache_read_input_tokens": 0}
     ) == pytest.approx(3.0)
@@ -434,20 +479,23 @@ def test_usage_is_normalised_and_priced(tmp_path: Path) -> None:
 
 
 def test_agent_specs() -> None:
-    spec = parse_agent("anthropic:claude-sonnet-4-5,display=1280x800,max_tokens=512")
-    assert (spec.kind, spec.target, spec.max_tokens) == ("anthropic", "claude-sonnet-4-5", 512)
+    spec = parse_agent("anthropic:claude-sonnet-5-5,display=1280x800,max_tokens=512")
+    assert (spec.kind, spec.target, spec.max_tokens) == ("anthropic", "claude-sonnet-5-5", 512)
     assert (
         dict(spec.options) == {"display": "1280x800"}
         and spec.label == spec.kind + ":" + spec.target
     )
     assert dict(parse_agent("anthropic:m,prompt_caching=1").options) == {"prompt_caching": "1"}
-    spec = parse_agent("openai-cua:computer-use-preview,safety_checks=refuse")
-    assert dict(spec.options) == {"safety_checks": "refuse"}
-    spec = parse_agent("gemini-cua:gemini-2.5-computer-use-preview-10-2025")
-    assert spec.label == "gemini-cua:gemini-2.5-computer-use-preview-10-2025"
+    spec = parse_agent("anthropic:claude-opus-4-7,tool=computer_20250124")
+    assert dict(spec.options) == {"tool": "computer_20250124"}
+    spec = parse_agent("openai-cua:gpt-5.4,safety_checks=refuse,tool=computer_use_preview")
+    assert dict(spec.options) == {"safety_checks": "refuse", "tool": "computer_use_preview"}
+    spec = parse_agent("gemini-cua:gemini-3.5-flash")
+    assert spec.label == "gemini-cua:gemini-3.5-flash"
     for bad in ("anthropic:m,display=big", "openai-cua:m,safety_checks=maybe",
                 "anthropic:m,format=ui-tars", "openai-cua:m,max_tokens=5",
-                "gemini-cua:m,display=1024x640"):  # fmt: skip
+                "gemini-cua:m,display=1024x640", "anthropic:m,tool=computer",
+                "openai-cua:m,tool=computer_20251124", "gemini-cua:m,tool=computer"):  # fmt: skip
         with pytest.raises(AgentSpecError, match="agent"):
             parse_agent(bad)
 
@@ -501,9 +549,9 @@ def test_prompt_caching_marks_the_latest_turn_and_drops_screenshots_in_chunks(
     from uirl_agents.policies.anthropic import AnthropicPolicy, AnthropicPolicyConfig
 
     def reply(body: dict[str, Any]) -> dict[str, Any]:
-        use = {"type": "tool_use", "id": f"t{len(body['messages'])}", "name": "computer",
-               "input": {"action": "screenshot"}}  # fmt: skip
-        return {"content": [use], "stop_reason": "tool_use", "usage": ANTHROPIC_USAGE}
+        use = {"type": "tool_use", "id": f"t{len(body['messages'])}", "name": "screenshot",
+               "input": {}, "toolset_name": "computer", "caller": {"type": "direct"}}  # fmt: skip
+        return anthropic_reply([use], body["model"])
 
     stand_in = StandIn("/v1/messages", reply)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
@@ -523,15 +571,238 @@ def test_prompt_caching_marks_the_latest_turn_and_drops_screenshots_in_chunks(
 def test_refused_safety_check_ends_the_episode(
     serve: Callable[[StandIn], str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    check = {"type": "computer_call", "call_id": "c1", "pending_safety_checks": [SAFETY_CHECK],
-             "action": {"type": "click", "button": "left", "x": 10, "y": 10}}  # fmt: skip
-    stand_in = StandIn("/v1/responses", lambda body: {"id": "r1", "output": [check]})
+    check = openai_call("c1", [{"type": "click", "button": "left", "x": 10, "y": 10}],
+                        [SAFETY_CHECK])  # fmt: skip
+    stand_in = StandIn("/v1/responses", lambda body: openai_reply([check], 1, body["model"]))
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     monkeypatch.setenv("OPENAI_BASE_URL", serve(stand_in) + "/v1")
     with _openai_policy("refuse") as policy:
         (step,) = policy.act([_observation()], [0])
     assert step.action.type is ActionType.FINISH
     assert step.extra["stop"] == "SafetyCheckRefused: malicious_instructions"
+
+
+# Vendor tools, actions and models
+
+
+def _drain(policy: Any, steps: int) -> list[Any]:
+    """``steps`` single-env steps (the first asks for a turn; the rest play its calls)."""
+    return [policy.act([_observation()], [0])[0] for _ in range(steps)]
+
+
+@pytest.mark.parametrize(
+    ("agent", "tool", "beta"),
+    [
+        ("anthropic:claude-sonnet-5-5", "computer_toolset_20260801", None),
+        ("anthropic:claude-opus-4-7", "computer_20251124", "computer-use-2025-11-24"),
+        ("anthropic:claude-sonnet-4-6", "computer_20251124", "computer-use-2025-11-24"),
+        ("anthropic:claude-haiku-4-5", "computer_20250124", "computer-use-2025-01-24"),
+        (
+            "anthropic:claude-opus-4-7,tool=computer_20250124",
+            "computer_20250124",
+            "computer-use-2025-01-24",
+        ),
+    ],
+)
+def test_anthropic_tool_and_beta_header_follow_the_model(
+    agent: str, tool: str, beta: str | None, serve: Callable[[StandIn], str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    from uirl_agents.evaluate import _build_cua_policy
+
+    toolset = tool.startswith("computer_toolset")
+    click = anthropic_block(Action(ActionType.LEFT_CLICK, 640, 400), "t1", toolset=toolset)
+    click["input"]["text"] = "shift"  # held while it clicks
+    stand_in = StandIn("/v1/messages", lambda body: anthropic_reply([click], body["model"]))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", serve(stand_in))
+    with _build_cua_policy(parse_agent(agent)) as policy:
+        (step,) = policy.act([_observation()], [0])
+    (body,), (headers,) = stand_in.bodies, stand_in.headers
+    check_body(body, anthropic_request_type(beta=beta is not None))
+    assert headers.get("anthropic-beta") == beta
+    assert body["tools"][0]["type"] == tool
+    assert step.action == Action(ActionType.LEFT_CLICK, 640, 400, keys="shift")
+
+
+def test_anthropic_actions_hold_keys_repeat_and_wait(
+    serve: Callable[[StandIn], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uirl_agents.policies.anthropic import AnthropicPolicy
+
+    def member(name: str, **tool_input: Any) -> dict[str, Any]:
+        return {"type": "tool_use", "id": f"t{name}", "name": name, "input": tool_input,
+                "toolset_name": "computer", "caller": {"type": "direct"}}  # fmt: skip
+
+    turn = [
+        member("double_click", coordinate=[100, 100], text="ctrl"),
+        member("left_click_drag", start_coordinate=[10, 10], coordinate=[20, 20], text="shift"),
+        member("scroll", coordinate=[50, 50], scroll_direction="down", scroll_amount=2,
+               text="ctrl+shift"),
+        member("key", text="Down", repeat=3),
+        member("wait", duration=1),
+        member("left_click", coordinate=[100, 100], text="a"),  # "a" is no modifier
+        member("zoom", region=[0, 0, 10, 10]),  # switched off: the env has no zoom
+    ]  # fmt: skip
+    stand_in = StandIn("/v1/messages", lambda body: anthropic_reply(turn, body["model"]))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", serve(stand_in))
+    with AnthropicPolicy() as policy:
+        steps = _drain(policy, 6)
+        started = time.monotonic()
+        (wait,) = policy.act([_observation()], [0])
+        waited = time.monotonic() - started
+        bad_key, zoom, _ = _drain(policy, 3)  # the third sends the results
+    screen = ScreenScaler(1024, 640).to_screen
+    assert [s.action for s in steps] == [
+        Action(ActionType.DOUBLE_CLICK, *screen(100, 100), keys="ctrl"),
+        Action(ActionType.DRAG, *screen(10, 10), end_x=screen(20, 20)[0],
+               end_y=screen(20, 20)[1], keys="shift"),
+        Action(ActionType.SCROLL, *screen(50, 50), direction="down", amount=2, keys="ctrl+shift"),
+        *[Action(ActionType.KEYS, keys="Down")] * 3,
+    ]  # fmt: skip
+    assert wait.action == Action(ActionType.SCREENSHOT) and wait.extra["wait_s"] == 1.0
+    assert waited >= 1.0
+    assert bad_key.action is None and "modifier keys only" in bad_key.error
+    assert zoom.action is None and "zoom" in zoom.error
+    for body in stand_in.bodies:
+        check_body(body, anthropic_request_type(beta=False))
+    results = stand_in.bodies[1]["messages"][-1]["content"]
+    assert [r.get("is_error", False) for r in results] == [False] * 5 + [True, True]
+
+
+def test_openai_batches_are_played_in_order_whole_or_not_at_all(
+    serve: Callable[[StandIn], str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = openai_call("c1", [
+        {"type": "click", "button": "left", "x": 100, "y": 100, "keys": ["SHIFT"]},
+        {"type": "move", "x": 200, "y": 100, "keys": ["CTRL"]},
+        {"type": "scroll", "x": 50, "y": 50, "scroll_x": 0, "scroll_y": 160, "keys": ["ALT"]},
+        {"type": "drag", "path": [{"x": 1, "y": 1}, {"x": 9, "y": 9}], "keys": ["META"]},
+        {"type": "keypress", "keys": ["CTRL", "A"]},
+        {"type": "wait"},
+    ])  # fmt: skip
+    second = openai_call("c2", [
+        {"type": "click", "button": "left", "x": 5, "y": 5},
+        {"type": "click", "button": "back", "x": 5, "y": 5},  # leaves the app: the batch fails
+    ])  # fmt: skip
+    stand_in = StandIn("/v1/responses", lambda body: openai_reply([first, second], model="gpt-5.4"))
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    monkeypatch.setenv("OPENAI_BASE_URL", serve(stand_in) + "/v1")
+    with _openai_policy() as policy:
+        steps = _drain(policy, 8)  # the eighth sends the results and plays the next turn
+    screen = ScreenScaler(1024, 640).to_screen
+    assert [s.action for s in steps[:6]] == [
+        Action(ActionType.LEFT_CLICK, *screen(100, 100), keys="shift"),
+        Action(ActionType.MOUSE_MOVE, *screen(200, 100), keys="ctrl"),
+        Action(ActionType.SCROLL, *screen(50, 50), direction="down", amount=2, keys="alt"),
+        Action(ActionType.DRAG, *screen(1, 1), end_x=screen(9, 9)[0], end_y=screen(9, 9)[1],
+               keys="meta"),
+        Action(ActionType.KEYS, keys="ctrl+a"),
+        Action(ActionType.SCREENSHOT),
+    ]  # fmt: skip
+    assert steps[5].extra["wait_s"] == 1.0
+    assert steps[6].action is None and "actions[1]" in steps[6].error and "back" in steps[6].error
+    assert steps[7].action == steps[0].action  # the next turn (the same reply) begins
+    for body in stand_in.bodies:
+        check_body(body, openai_request_type())
+    outputs = [i["call_id"] for i in stand_in.bodies[1]["input"] if "call_id" in i]
+    note = stand_in.bodies[1]["input"][-1]
+    assert outputs == ["c1", "c2"] and "actions[1]" in note["content"][0]["text"]
+
+
+def test_gemini_vocabularies_follow_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from uirl_agents.policies.gemini_cua import GeminiCUAPolicy, GeminiCUAPolicyConfig
+
+    monkeypatch.setenv("GEMINI_API_KEY", SECRET)
+    legacy = GeminiCUAPolicy(GeminiCUAPolicyConfig(model="gemini-3-flash-preview"))
+    current = GeminiCUAPolicy()
+    at = {"x": 500, "y": 500}
+    call = legacy._map_call({"name": "type_text_at", "args": {**at, "text": "hi"}}, 0)
+    assert [a.type for a in call.actions] == [  # no Enter: press_enter defaults to false
+        ActionType.LEFT_CLICK, ActionType.KEYS, ActionType.KEYS, ActionType.TYPE]  # fmt: skip
+    assert legacy._map_call({"name": "wait_5_seconds", "args": {}}, 0).waits == {0: 5.0}
+    assert "not supported" in legacy._map_call({"name": "click", "args": at}, 0).error
+    call = current._map_call({"name": "type", "args": {"text": "hi", "press_enter": True}}, 0)
+    assert call.actions == [
+        Action(ActionType.TYPE, text="hi"),
+        Action(ActionType.KEYS, keys="Enter"),
+    ]
+    hotkey = current._map_call({"name": "hotkey", "args": {"keys": ["Control", "A"]}}, 0)
+    assert hotkey.actions == [Action(ActionType.KEYS, keys="Control+a")]
+    assert current._map_call({"name": "wait", "args": {"seconds": 2}}, 0).waits == {0: 2.0}
+    assert "at most 30" in current._map_call({"name": "wait", "args": {"seconds": 99}}, 0).error
+    click = current._map_call({"name": "triple_click", "args": at}, 0)
+    assert click.actions == [Action(ActionType.TRIPLE_CLICK, 640, 400)]
+    for name in ("middle_click", "key_down", "navigate", "click_at"):
+        assert "not supported" in current._map_call({"name": name, "args": at}, 0).error
+    excluded = current.tool()["computerUse"]["excludedPredefinedFunctions"]
+    assert {"middle_click", "mouse_down", "key_up", "navigate"} <= set(excluded)
+    assert "search" in legacy.tool()["computerUse"]["excludedPredefinedFunctions"]
+
+
+def test_deprecated_models_and_unknown_prices_warn(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from uirl_agents.evaluate import price_of
+    from uirl_agents.policies.anthropic import AnthropicPolicy, AnthropicPolicyConfig
+    from uirl_agents.policies.gemini_cua import GeminiCUAPolicy
+    from uirl_agents.policies.openai_cua import OpenAICUAPolicy, OpenAICUAPolicyConfig
+
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GEMINI_API_KEY"):
+        monkeypatch.setenv(name, SECRET)
+    caplog.set_level(logging.WARNING)
+    defaults = [AnthropicPolicy(), OpenAICUAPolicy(), GeminiCUAPolicy()]
+    assert not caplog.records, caplog.text  # the defaults are current, and priced
+    for policy in defaults:
+        kind, model = policy.name.split(":")
+        assert price_of(parse_agent(f"{kind}:{model}")) is not None, model
+        policy.close()
+    AnthropicPolicy(AnthropicPolicyConfig(model="claude-sonnet-4-5")).close()
+    OpenAICUAPolicy(OpenAICUAPolicyConfig(model="computer-use-preview")).close()
+    AnthropicPolicy(AnthropicPolicyConfig(model="claude-next")).close()
+    assert price_of(parse_agent("anthropic:claude-opus-4-9")) is None
+    warnings = [r.getMessage() for r in caplog.records]
+    assert "claude-sonnet-4-5 is deprecated" in warnings[0] and "2026-11-30" in warnings[0]
+    assert "computer-use-preview is deprecated" in warnings[1] and "2026-07-23" in warnings[1]
+    assert "claude-next" in warnings[2] and "tool=" in warnings[2]
+    assert "no price for claude-opus-4-9" in warnings[3] and "--prices" in warnings[3]
+
+
+def test_the_tables_follow_the_sdks() -> None:
+    """Every Claude model the anthropic SDK names has a computer tool, a price and, when
+    the SDK deprecates it, a retirement date here; docs/agents.md's action table names
+    every action the three vendors define."""
+    import typing
+
+    from anthropic._data import DEPRECATED_MODELS as sdk_deprecations
+    from anthropic.types import ModelParam
+    from anthropic.types.computer_member_name import COMPUTER_MEMBER_NAME_VALUES
+    from openai.types.responses.computer_action import ComputerAction
+
+    from uirl_agents.cost import find_price
+    from uirl_agents.policies import anthropic, gemini_cua
+
+    assert set(sdk_deprecations) <= set(anthropic.DEPRECATED_MODELS)
+    (literal, _) = typing.get_args(ModelParam)
+    for model in typing.get_args(literal):
+        assert any(model.startswith(p) for p in anthropic.MODEL_TOOLS), model
+        if model not in sdk_deprecations:
+            assert find_price(model, DEFAULT_PRICES) is not None, model
+    table = (Path(__file__).resolve().parents[1] / "docs" / "agents.md").read_text()
+    openai_actions = [
+        typing.get_args(member.model_fields["type"].annotation)[0]
+        for member in typing.get_args(typing.get_args(ComputerAction)[0])
+    ]
+    gemini = ("click_at", "hover_at", "type_text_at", "key_combination", "scroll_document",
+              "scroll_at", "wait_5_seconds", "open_web_browser", "click", "double_click",
+              "triple_click", "right_click", "move", "type", "press_key", "hotkey", "scroll",
+              "wait", "take_screenshot", *gemini_cua.EXCLUDED_FUNCTIONS,
+              *gemini_cua.EXCLUDED_FUNCTIONS_V2)  # fmt: skip
+    for vendor, names in (("Anthropic", COMPUTER_MEMBER_NAME_VALUES),
+                          ("OpenAI", openai_actions), ("Gemini", gemini)):  # fmt: skip
+        missing = [n for n in names if f"| {vendor} | `{n}`" not in table]
+        assert not missing, (vendor, missing)
 
 
 # evaluate.py and the leaderboard
@@ -541,24 +812,22 @@ def anthropic_click_then_stop(body: dict[str, Any]) -> dict[str, Any]:
     """Every episode: one click, then the model stops (the task is not done)."""
     first = len(body["messages"]) == 1
     content = (
-        [{"type": "tool_use", "id": "toolu_1", "name": "computer",
-          "input": {"action": "left_click", "coordinate": [512, 320]}}]
+        [anthropic_block(Action(ActionType.LEFT_CLICK, 640, 400), "toolu_1")]
         if first
         else [{"type": "text", "text": "I give up."}]
-    )  # fmt: skip
-    return {"id": "msg", "type": "message", "role": "assistant", "content": content,
-            "stop_reason": "tool_use" if first else "end_turn", "usage": ANTHROPIC_USAGE}  # fmt: skip
+    )
+    return anthropic_reply(content, body["model"])
 
 
 def openai_click_then_stop(body: dict[str, Any]) -> dict[str, Any]:
     first = "previous_response_id" not in body
     output = (
-        [{"type": "computer_call", "call_id": "call_1", "pending_safety_checks": [],
-          "action": {"type": "click", "button": "left", "x": 512, "y": 320}}]
+        [openai_call("call_1", [{"type": "click", "button": "left", "x": 512, "y": 320}])]
         if first
-        else [{"type": "message", "content": [{"type": "output_text", "text": "Stopped."}]}]
+        else [{"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+               "content": [{"type": "output_text", "text": "Stopped.", "annotations": []}]}]
     )  # fmt: skip
-    return {"id": "resp_1" if first else "resp_2", "output": output, "usage": OPENAI_USAGE}
+    return openai_reply(output, 1 if first else 2, body["model"])
 
 
 @pytest.mark.slow
@@ -585,15 +854,15 @@ def test_evaluate_runs_vendor_agents_and_the_leaderboard_renders(
     }
     out = tmp_path / "runs" / "vendors"
     cmd = [sys.executable, str(root / "scripts" / "evaluate.py"),
-           "--agent", "anthropic:claude-sonnet-4-5", "--agent", "openai-cua:computer-use-preview",
+           "--agent", "anthropic:claude-sonnet-5-5", "--agent", "openai-cua:gpt-5.4",
            "--agent", "expert", "--task", "all", "--rows", "1",
            "--episodes", "1", "--max-steps", "30", "--out", str(out), "--leaderboard"]  # fmt: skip
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert SECRET not in done.stdout + done.stderr
     results = {a["agent"]: a for a in json.loads((out / "results.json").read_text())["agents"]}
-    assert results["anthropic:claude-sonnet-4-5"]["tokens"]["requests"] == 14  # 2 an episode
-    assert results["openai-cua:computer-use-preview"]["cost_usd"] > 0
+    assert results["anthropic:claude-sonnet-5-5"]["tokens"]["requests"] == 14  # 2 an episode
+    assert results["openai-cua:gpt-5.4"]["cost_usd"] > 0
     assert results["expert"]["cost_usd"] is None and results["expert"]["success_rate"] == 1.0
     table = (out / "results.md").read_text()
     assert "cost/episode" in table and "| expert | - | 7 |" in table
@@ -620,7 +889,7 @@ def test_evaluate_runs_vendor_agents_and_the_leaderboard_renders(
     assert (expert["episodes"], expert["successes"]) == (10, 9)  # 7 + 3 pooled
     assert expert["tasks"]["simple_data_entry"]["episodes"] == 4
     others = {a["agent"]: a["episodes"] for a in board[1:]}
-    assert others == {"anthropic:claude-sonnet-4-5": 7, "openai-cua:computer-use-preview": 7,
+    assert others == {"anthropic:claude-sonnet-5-5": 7, "openai-cua:gpt-5.4": 7,
                       "hf:other": 1}  # fmt: skip
 
     page = tmp_path / "runs" / "leaderboard.html"

@@ -78,6 +78,10 @@ _GEMINI = "ai.google.dev/gemini-api/docs/pricing"
 # price for prompts up to 100,000 tokens (5x above: not modelled); OpenAI's and
 # Gemini's long-context tiers (above 272K / 200K input tokens) are not modelled either.
 DEFAULT_PRICES: dict[str, ModelPrice] = {
+    # Released 2026-11-09; Anthropic's list price as resellers quoted it on 2026-11-10
+    # (Mythos shares Fable's prices).
+    "claude-fable-5-2": ModelPrice(8.0, 40.0, 0.20, 10.0, "Anthropic's list price, 2026-11-10"),
+    "claude-mythos-5-2": ModelPrice(8.0, 40.0, 0.20, 10.0, "Anthropic's list price, 2026-11-10"),
     "claude-fable-5-1": ModelPrice(10.0, 50.0, 0.25, 12.50, _ANTHROPIC),
     "claude-mythos-5-1": ModelPrice(10.0, 50.0, 0.25, 12.50, _ANTHROPIC),
     "claude-fable-5": ModelPrice(10.0, 50.0, 1.0, 12.50, _ANTHROPIC),
