@@ -12,7 +12,7 @@ replay, ``index.html``. ``--resume`` continues an interrupted run.
     python scripts/evaluate.py --agent openai:ui-tars@http://127.0.0.1:8000/v1 --episodes 50
     python scripts/evaluate.py --agent expert --agent random --task all --episodes 10
     ANTHROPIC_API_KEY=... OPENAI_API_KEY=... python scripts/evaluate.py \\
-        --agent anthropic:claude-sonnet-4-5 --agent openai-cua:computer-use-preview \\
+        --agent anthropic:claude-sonnet-5-5 --agent openai-cua:gpt-5.4 \\
         --agent expert --task all --episodes 20 --out runs/vendors --leaderboard
     python scripts/evaluate.py --leaderboard runs   # merge every run under runs/
 """

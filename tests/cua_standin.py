@@ -354,9 +354,10 @@ def main() -> int:
 
     from uirl_agents.evaluate import parse_agent, run_agent
     from uirl_agents.rollout import EpisodeSpec
-    from uirl_gym.tasks import TASKS
+    from uirl_gym.tasks import expand_tasks
 
-    specs = [EpisodeSpec(seed=0, options={"task": t, "split": "test"}) for t in sorted(TASKS)]
+    tasks = sorted(expand_tasks("all"))  # the 7 web apps, as evaluate.py's --task all
+    specs = [EpisodeSpec(seed=0, options={"task": t, "split": "test"}) for t in tasks]
     envs = SessionVectorEnv(1)
     anthropic = StandIn("/v1/messages", expert_anthropic(envs))
     openai = StandIn("/v1/responses", expert_openai(envs))

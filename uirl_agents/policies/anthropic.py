@@ -1,19 +1,25 @@
 """AnthropicPolicy: Claude through the Messages API and its ``computer`` tool.
 
-Wire shapes (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/computer-use-tool):
+Wire shapes (https://platform.claude.com/docs/en/agents-and-tools/tool-use/computer-use-tool;
+the anthropic SDK's types, which the tests check every request and reply against):
 
-- ``POST {ANTHROPIC_BASE_URL}/v1/messages`` with headers ``x-api-key``,
-  ``anthropic-version: 2023-06-01`` and ``anthropic-beta`` (``computer-use-2025-01-24``
-  for the ``computer_20250124`` tool), body ``{"model", "max_tokens", "system", "tools":
-  [{"type": "computer_20250124", "name": "computer", "display_width_px": W,
-  "display_height_px": H}], "messages": [...]}``.
+- ``POST {ANTHROPIC_BASE_URL}/v1/messages`` with headers ``x-api-key`` and
+  ``anthropic-version: 2023-06-01``, body ``{"model", "max_tokens", "system", "tools":
+  [TOOL], "messages": [...]}``. ``TOOL`` follows the model (:data:`MODEL_TOOLS`;
+  ``tool_version`` overrides): the generally available toolset ``{"type":
+  "computer_toolset_20260801", "configs": {MEMBER: {"enabled": false}, ...}}`` (no
+  beta header, no display size: the model answers in the screenshot's pixels), or an
+  earlier ``{"type": "computer_20251124", "name": "computer", "display_width_px": W,
+  "display_height_px": H}`` with its ``anthropic-beta`` header (:data:`TOOL_BETAS`).
 - The first user message is the instruction and the screenshot (an ``image`` block,
   ``{"type": "base64", "media_type": "image/png", "data": ...}``).
-- The reply's ``content`` holds ``text`` and ``tool_use`` blocks (``{"id", "name":
-  "computer", "input": {"action": ..., "coordinate": [x, y], ...}}``); it goes back as
-  the assistant turn, unchanged. The next user message holds one ``tool_result`` per
-  ``tool_use`` (``tool_use_id``, ``content``, ``is_error``): the screenshot after the
-  turn's last call rides on the last result (every result with
+- The reply's ``content`` holds ``text`` and ``tool_use`` blocks: the toolset's name
+  the action (``{"id", "name": "left_click", "toolset_name": "computer", "input":
+  {"coordinate": [x, y], "text": "shift"}}``), the earlier tools' carry it in
+  ``input.action`` (``"name": "computer"``); the reply goes back as the assistant turn,
+  unchanged. The next user message holds one ``tool_result`` per ``tool_use``
+  (``tool_use_id``, ``content``, ``is_error``, ``toolset_name``): the screenshot after
+  the turn's last call rides on the last result (every result with
   ``screenshot_every_call``). Screenshots older than the latest ``max_images`` are
   replaced by a text placeholder (the context stays bounded, as in Anthropic's demo).
 - A reply without ``tool_use`` ends the episode (``finish``).
@@ -22,12 +28,13 @@ Wire shapes (https://docs.anthropic.com/en/docs/agents-and-tools/tool-use/comput
 
 Actions: ``left_click``, ``right_click``, ``double_click``, ``triple_click``,
 ``mouse_move``, ``left_click_drag`` (``start_coordinate`` -> ``coordinate``, or from
-the pointer), ``type`` (split in chunks the env takes), ``key`` (xdotool syntax,
-translated; ``"ctrl+a Delete"`` is two env steps), ``scroll`` (``scroll_direction``,
-``scroll_amount`` in wheel notches), ``screenshot``, ``wait`` and ``cursor_position``
-(a ``screenshot`` step; the latter answers ``X=.., Y=..``). ``middle_click``,
-``left_mouse_down``/``up``, ``hold_key``, ``zoom`` and clicks with held modifiers
-(``text``) have no env action: invalid, returned as tool errors.
+the pointer), ``scroll`` (``scroll_direction``, ``scroll_amount`` in wheel notches),
+each holding the modifiers in ``text``; ``type`` (split in chunks the env takes),
+``key`` (xdotool syntax, translated; ``"ctrl+a Delete"`` is two env steps; ``repeat``
+times), ``screenshot``, ``wait`` (``duration`` seconds, then a ``screenshot`` step)
+and ``cursor_position`` (a ``screenshot`` step answering ``X=.., Y=..``).
+``middle_click``, ``left_mouse_down``/``up``, ``hold_key`` and ``zoom`` have no env
+action: switched off in the toolset, tool errors if called (:data:`TOOLSET_DISABLED`).
 
 Screen scaling: Anthropic recommends XGA (1024x768) or less; the 1280x800 screen is
 shown at 1024x640 (:meth:`ScreenScaler.fit`), the display size the tool declares.

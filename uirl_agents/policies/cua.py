@@ -9,9 +9,10 @@ several steps). When the queue is empty, the next ``act`` sends the calls' resul
 (with the screenshot the env returned) and gets the next turn. A turn with no call
 means the model is done: the step is ``finish``.
 
-A call the env cannot play (an unknown action, a middle click, a click with held
-modifiers) is an invalid action (``PolicyStep.action`` None, ``error`` says why), and
-its result goes back to the model as a tool error: never an exception.
+A call the env cannot play (an unknown action, a middle click, a held key that is no
+modifier) is an invalid action (``PolicyStep.action`` None, ``error`` says why), and
+its result goes back to the model as a tool error: never an exception. A call that
+asks to wait (``ToolCall.waits``) is waited before its ``screenshot`` step.
 
 Screen scaling: the model sees the screenshot resized to its display size
 (:class:`ScreenScaler`), and its coordinates are mapped back to screen pixels, so that
