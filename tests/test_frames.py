@@ -4,12 +4,10 @@ when the server captures, and a scroll lands where Chromium's own wheel puts it.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
+from static_pages import serving_pages
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.server.cdp_browser import FRAME_CONTROL_ENV_VAR, CdpBrowserSession
@@ -42,25 +40,10 @@ window.uirlInspect = () => ({inner: inner.scrollTop, outer: outer.scrollTop,
 </script></body></html>"""
 
 
-class _PageHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.end_headers()
-        self.wfile.write(PAGE)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def page_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _PageHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/app"
-    finally:
-        server.shutdown()
+    with serving_pages({}, PAGE) as url:
+        yield url
 
 
 def scroll(x: int, y: int, amount: int = 1, direction: str = "down") -> Action:

@@ -5,12 +5,11 @@ mouse event with its flag, then its keyup."""
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from static_pages import serving_pages
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.server.act_params import parse_act_query
@@ -38,25 +37,10 @@ window.uirlInspect = () => log.splice(0);
 </script></body></html>"""
 
 
-class _PageHandler(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.end_headers()
-        self.wfile.write(PAGE)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def page_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _PageHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/app"
-    finally:
-        server.shutdown()
+    with serving_pages({}, PAGE) as url:
+        yield url
 
 
 SCRIPT = [

@@ -7,13 +7,12 @@ in its frames, on both backends' default: the CDP backend."""
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from static_pages import serving_pages
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.server.cdp_browser import CdpBrowserSession
@@ -39,25 +38,10 @@ window.uirlInspect = () => ({pick: pick.value, day: day.value, focused: document
 PROMPT_S = 5.0
 
 
-class _Pages(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html")
-        self.end_headers()
-        self.wfile.write(FRAME if self.path == "/frame" else PAGE)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def page_url() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/app"
-    finally:
-        server.shutdown()
+    with serving_pages({"/frame": FRAME}, PAGE) as url:
+        yield url
 
 
 def click(x: int, y: int) -> Action:
