@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+import gymnasium as gym
 import pytest
+import task_play
 
+import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_gym.client import SessionClient
 from uirl_gym.runtimes.base import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime
@@ -46,3 +49,26 @@ def client(session: SessionInfo) -> Iterator[SessionClient]:
         yield c
     finally:
         c.close()
+
+
+@pytest.fixture(scope="module")
+def task_runtime(request: pytest.FixtureRequest) -> Iterator[LocalRuntime]:
+    """A session server for the test module's task (its module-level ``ENV_ID``), shared by
+    the module's tests; the sessions keep that task's app loaded between resets."""
+    with task_play.task_runtime(env_task(request)) as rt:
+        yield rt
+
+
+@pytest.fixture(scope="module")
+def env(task_runtime: LocalRuntime, request: pytest.FixtureRequest) -> Iterator[gym.Env]:
+    """The module's task (``ENV_ID``) on :func:`task_runtime`, reading the oracle (JPEG
+    frames, dense rewards); a module that needs another env defines its own ``env``."""
+    with task_play.oracle_env(request.module.ENV_ID, task_runtime) as e:
+        yield e
+
+
+def env_task(request: pytest.FixtureRequest) -> str:
+    env_id = getattr(request.module, "ENV_ID", None)
+    if env_id is None:
+        pytest.fail(f"{request.module.__name__} uses the task fixtures but sets no ENV_ID")
+    return gym.spec(env_id).kwargs["task"]

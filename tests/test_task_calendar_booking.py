@@ -10,7 +10,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import play, task_runtime
+from task_play import play
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_gym.actions import Action, ActionType
@@ -178,12 +178,6 @@ def test_options_errors_are_clear(options: dict[str, Any], message: str) -> None
 # -- on real Chromium -----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cb_runtime() -> Iterator[LocalRuntime]:
-    with task_runtime("calendar_booking") as rt:
-        yield rt
-
-
 def make_env(runtime: LocalRuntime, reward_mode: str = "sparse") -> gym.Env:
     # JPEG frames: the tests read the oracle, not pixels, and JPEG is the cheapest capture.
     # Sparse rewards unless a test checks the shaping: dense asks /oracle every step.
@@ -191,8 +185,8 @@ def make_env(runtime: LocalRuntime, reward_mode: str = "sparse") -> gym.Env:
 
 
 @pytest.fixture(scope="module")
-def env(cb_runtime: LocalRuntime) -> Iterator[gym.Env]:
-    e = make_env(cb_runtime)
+def env(task_runtime: LocalRuntime) -> Iterator[gym.Env]:
+    e = make_env(task_runtime)
     try:
         yield e
     finally:
@@ -219,10 +213,10 @@ def _expert_episodes(env: gym.Env, seeds: range) -> list[int]:
 
 
 @pytest.mark.slow  # about 300 steps, on two sessions at once
-def test_expert_solves_20_test_split_episodes(env: gym.Env, cb_runtime: LocalRuntime) -> None:
+def test_expert_solves_20_test_split_episodes(env: gym.Env, task_runtime: LocalRuntime) -> None:
     # Two sessions play ten episodes each: a step is a serial round trip (client,
     # server, Chromium), so a second session uses the second core.
-    other = make_env(cb_runtime)
+    other = make_env(task_runtime)
     try:
         with ThreadPoolExecutor(2) as pool:
             halves = pool.map(_expert_episodes, (env, other), (range(0, 20, 2), range(1, 20, 2)))
@@ -261,8 +255,8 @@ def test_dialog_pickers_and_guest_autocomplete(env: gym.Env) -> None:
 
 
 @pytest.fixture
-def dense_env(cb_runtime: LocalRuntime) -> Iterator[gym.Env]:
-    e = make_env(cb_runtime, reward_mode="dense")
+def dense_env(task_runtime: LocalRuntime) -> Iterator[gym.Env]:
+    e = make_env(task_runtime, reward_mode="dense")
     try:
         yield e
     finally:

@@ -11,7 +11,6 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import task_runtime
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_agents.policies.random import RandomPolicy
@@ -121,16 +120,9 @@ def test_options_errors_are_clear(options: dict[str, Any], message: str) -> None
 # -- real Chromium through the env ----------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def ff_runtime() -> Iterator[LocalRuntime]:
-    """One form_fill session server for the module; each env borrows it in turn."""
-    with task_runtime("form_fill") as rt:
-        yield rt
-
-
 @pytest.fixture
-def env(ff_runtime: LocalRuntime) -> Iterator[gym.Env]:
-    e = gym.make(ENV_ID, runtime=ff_runtime, split="test")
+def env(task_runtime: LocalRuntime) -> Iterator[gym.Env]:
+    e = gym.make(ENV_ID, runtime=task_runtime, split="test")
     try:
         yield e
     finally:
@@ -164,10 +156,10 @@ def _expert_episodes(env: gym.Env, seeds: range) -> list[tuple[dict[str, Any], i
 
 
 @pytest.mark.slow  # about 150 steps, on two sessions at once
-def test_expert_solves_20_test_split_episodes(env: gym.Env, ff_runtime: LocalRuntime) -> None:
+def test_expert_solves_20_test_split_episodes(env: gym.Env, task_runtime: LocalRuntime) -> None:
     # Two sessions play ten episodes each: a step is a serial round trip (client,
     # server, Chromium), so a second session uses the second core.
-    other = gym.make(ENV_ID, runtime=ff_runtime, split="test")
+    other = gym.make(ENV_ID, runtime=task_runtime, split="test")
     try:
         with ThreadPoolExecutor(2) as pool:
             halves = pool.map(_expert_episodes, (env, other), (range(0, 10), range(10, 20)))
@@ -227,8 +219,8 @@ def test_without_validation_a_wrong_submission_is_recorded_and_charged(env: gym.
     assert not info["is_success"]  # solved, but not cleanly
 
 
-def test_dense_reward_pays_for_fields_holding_their_target(ff_runtime: LocalRuntime) -> None:
-    env = gym.make(ENV_ID, runtime=ff_runtime, reward_mode="dense")
+def test_dense_reward_pays_for_fields_holding_their_target(task_runtime: LocalRuntime) -> None:
+    env = gym.make(ENV_ID, runtime=task_runtime, reward_mode="dense")
     try:
         oracle = _reset_with(env, "full_name", {})  # every field: the first seed does
         assert env.step(_click(oracle["controls"]["full_name"]["box"]))[1] == 0.0

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
 import pytest
-from task_play import oracle_env, play, task_runtime
+from task_play import play
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_gym.actions import Action, ActionType
@@ -241,18 +240,6 @@ def test_options_errors_are_clear(options: dict[str, Any], message: str) -> None
 # -- on real Chromium -----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def mt_runtime() -> Iterator[LocalRuntime]:
-    with task_runtime("mail_triage") as rt:
-        yield rt
-
-
-@pytest.fixture(scope="module")
-def env(mt_runtime: LocalRuntime) -> Iterator[gym.Env]:
-    with oracle_env(ENV_ID, mt_runtime) as e:
-        yield e
-
-
 def _expert_episodes(env: gym.Env, seeds: range) -> Counter[str]:
     """The expert on each seed (every fourth inbox long enough to scroll); the goal
     kinds, clues and ways of moving that came up."""
@@ -271,12 +258,12 @@ def _expert_episodes(env: gym.Env, seeds: range) -> Counter[str]:
 
 
 @pytest.mark.slow  # about 220 steps, on two sessions at once
-def test_expert_solves_20_test_split_episodes(env: gym.Env, mt_runtime: LocalRuntime) -> None:
+def test_expert_solves_20_test_split_episodes(env: gym.Env, task_runtime: LocalRuntime) -> None:
     """Every goal kind and clue comes up; moves are both dragged and picked from the
     right-click menu; long inboxes scroll."""
     # Two sessions play ten episodes each: a step is a serial round trip (client,
     # server, Chromium), so a second session uses the second core.
-    other = gym.make(ENV_ID, runtime=mt_runtime, image_format="jpeg", reward_mode="dense")
+    other = gym.make(ENV_ID, runtime=task_runtime, image_format="jpeg", reward_mode="dense")
     try:
         with ThreadPoolExecutor(2) as pool:
             halves = pool.map(_expert_episodes, (env, other), (range(0, 10), range(10, 20)))

@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator
 
 import gymnasium as gym
 import pytest
-from task_play import oracle_env, play, task_runtime
+from task_play import play
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
 from uirl_gym.tasks.expert import box_centre
 from uirl_gym.tasks.settings_nav.data import SETTINGS, generate_tree
@@ -21,18 +19,6 @@ from uirl_gym.tasks.settings_nav.score import RewardConfig, SettingsNavScorer
 from uirl_gym.tasks.settings_nav.task import SettingsNavTask
 
 ENV_ID = "uirl/SettingsNav-v0"
-
-
-@pytest.fixture(scope="module")
-def sn_runtime() -> Iterator[LocalRuntime]:
-    with task_runtime("settings_nav") as rt:
-        yield rt
-
-
-@pytest.fixture(scope="module")
-def env(sn_runtime: LocalRuntime) -> Iterator[gym.Env]:
-    with oracle_env(ENV_ID, sn_runtime) as e:
-        yield e
 
 
 # -- without a browser ----------------------------------------------------------------
