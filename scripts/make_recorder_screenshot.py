@@ -15,7 +15,7 @@ from pathlib import Path
 from PIL import Image
 from playwright.sync_api import Page, sync_playwright
 
-from uirl_agents.record import Recorder, RecorderConfig, RecorderServer
+from uirl_agents.recorder import Recorder, RecorderConfig, RecorderServer
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from uirl_gym.env import UIEnv
 from uirl_gym.server.chromium import find_browser

@@ -321,7 +321,7 @@ class RSSection:
     )
     demonstrations: list[str] = param(
         factory=list,
-        help="Run directories of recorded demonstrations (`python -m uirl_agents.record`) "
+        help="Run directories of recorded demonstrations (`python -m uirl_agents.recorder`) "
         "whose episodes join iteration 0's data, shared out over the processes; each step "
         "is written afresh in model.format (any recording format works). "
         "rs.reward_threshold applies to them as to any episode.",
@@ -664,6 +664,6 @@ def _check_demonstrations(run_dirs: list[str]) -> None:
         if not (Path(run_dir) / EPISODES_FILE).is_file():
             raise ValueError(
                 f"rs.demonstrations: {run_dir!r} holds no {EPISODES_FILE}; expected a run "
-                "directory written by `python -m uirl_agents.record --out DIR` (or by "
+                "directory written by `python -m uirl_agents.recorder --out DIR` (or by "
                 "evaluate.py or a trainer): fix the path or record there first"
             )

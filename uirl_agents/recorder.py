@@ -1,6 +1,6 @@
-"""Record a person's demonstrations through the env: ``python -m uirl_agents.record``.
+"""Record a person's demonstrations through the env: ``python -m uirl_agents.recorder``.
 
-    python -m uirl_agents.record --task simple_data_entry --out runs/demos --episodes 5
+    python -m uirl_agents.recorder --task simple_data_entry --out runs/demos --episodes 5
 
 starts a session (the local runtime, as :class:`~uirl_gym.env.UIEnv` does, or the one at
 ``--session-url``) and serves a recorder page on 127.0.0.1: the live screenshot scaled
@@ -646,7 +646,7 @@ def build_arg_parser() -> argparse.ArgumentParser:
     """The command line; its defaults are :class:`RecorderConfig`'s."""
     default = {f.name: f.default for f in fields(RecorderConfig)}
     p = argparse.ArgumentParser(
-        prog="python -m uirl_agents.record", description=__doc__.splitlines()[0]
+        prog="python -m uirl_agents.recorder", description=__doc__.splitlines()[0]
     )
     p.add_argument("--task", default=default["task"], choices=sorted(TASKS))
     p.add_argument("--out", type=Path, required=True, help="the run directory to write")

@@ -23,7 +23,7 @@ import pytest
 from playwright.sync_api import Page, sync_playwright
 
 from uirl_agents.formats import get_format
-from uirl_agents.record import RecorderAddressError, RecorderConfig, RecorderServer, record
+from uirl_agents.recorder import RecorderAddressError, RecorderConfig, RecorderServer, record
 from uirl_agents.trajectories import EPISODES_FILE, load_episodes, to_sft_examples
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
 from uirl_gym.client import SessionClient
@@ -70,10 +70,10 @@ def _wait_idle(page: Page) -> None:
 def _recorder_page(
     runtime: Any, out: Path, *args: str
 ) -> Iterator[tuple[Page, SessionInfo, subprocess.Popen[str]]]:
-    """``python -m uirl_agents.record`` on a session of ``runtime``, its page open in a
+    """``python -m uirl_agents.recorder`` on a session of ``runtime``, its page open in a
     real browser (narrower than the screen: the screenshot is scaled down to fit)."""
     session: SessionInfo = runtime.acquire()
-    cmd = [sys.executable, "-m", "uirl_agents.record", "--task", "simple_data_entry"]
+    cmd = [sys.executable, "-m", "uirl_agents.recorder", "--task", "simple_data_entry"]
     cmd += ["--out", str(out), "--options", json.dumps({"num_rows": 1})]
     cmd += ["--session-url", session.base_url, "--port", "0", *args]
     env = {**os.environ, "PYTHONPATH": str(REPO), TOKEN_ENV_VAR: session.headers[TOKEN_HEADER]}
