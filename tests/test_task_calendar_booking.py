@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -19,7 +19,6 @@ from uirl_gym.tasks.base import TaskOptionsError
 from uirl_gym.tasks.calendar_booking.data import (
     OWNER,
     Options,
-    by_date,
     evaluate,
     free_slots,
     generate_calendar,
@@ -62,7 +61,9 @@ def test_goal_is_the_first_slot_where_everyone_is_free_in_the_asked_week() -> No
         assert cal.range_start <= goal.date <= cal.range_end and cal.today <= cal.range_start
         assert cal.earliest <= goal.start and goal.end <= cal.latest
         days = weekdays(cal.range_start, cal.range_end)
-        events = by_date(cal.events)
+        events: dict[str, list] = defaultdict(list)
+        for e in cal.events:
+            events[e["date"]].append(e)
         args = (cal.duration, cal.earliest, cal.latest)
         assert free_slots(events, [OWNER, *goal.attendees], days, *args)[0] == (
             goal.date,

@@ -226,14 +226,6 @@ def busy(
     return [(e["start"], e["end"]) for e in events if e["date"] == date and e["person"] in people]
 
 
-def by_date(events: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    """Events grouped by date."""
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for e in events:
-        out.setdefault(e["date"], []).append(e)
-    return out
-
-
 def free_slots(
     events_by_date: Mapping[str, Sequence[Mapping[str, Any]]],
     people: Sequence[str],
@@ -244,7 +236,7 @@ def free_slots(
 ) -> list[tuple[str, int]]:
     """Every ``(date, start)`` on the half hour where all ``people`` are free for
     ``duration`` minutes, starting at or after ``earliest`` and ending by ``latest``, in
-    order (``events_by_date``: :func:`by_date`)."""
+    order (``events_by_date``: each date's events)."""
     out = []
     for day in days:
         taken = busy(events_by_date.get(day, ()), people, day)

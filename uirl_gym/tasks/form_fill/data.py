@@ -92,11 +92,6 @@ def date_long(day: dt.date, style: int) -> str:
     return f"{month} {day.day}, {day.year}" if style == 0 else f"{day.day} {month} {day.year}"
 
 
-def date_form(day: dt.date) -> str:
-    """A date as the form's date field shows it: ``MM/DD/YYYY``."""
-    return f"{day.month:02d}/{day.day:02d}/{day.year}"
-
-
 def with_article(word: str) -> str:
     return f"{'an' if word[0] in 'aeiou' else 'a'} {word}"
 

@@ -199,11 +199,6 @@ class ShopGoal:
         )
 
 
-def price_text(cents: int) -> str:
-    """An amount as the shop shows it: ``$1,234.50``."""
-    return f"${cents // 100:,}.{cents % 100:02d}"
-
-
 def normalise(text: str) -> str:
     return " ".join(text.split()).lower()
 
