@@ -117,3 +117,17 @@ def test_a_plugin_imported_before_uirl_gym_is_added_at_the_next_lookup(tmp_path:
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["False uirl/PluginDemo-v0", "plugin_demo"]
     assert "demo = uirl_plugin_demo:TASK_SPEC is being imported" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        "# Todo\n\n## Options\n\nnone\n\n## Reward\n\n1\n\n## Episode end\n\nsoon",
+        "# Todo\n\n## Version history\n\n- `v0`\n\n## Options\n\n## Reward\n\n## Episode end",
+    ],
+    ids=["missing", "not last"],
+)
+def test_a_docstring_must_end_with_its_version_history(doc: str) -> None:
+    fields = {**vars(TASKS["form_fill"]), "doc": doc}
+    with pytest.raises(TaskDocError, match="must end with a '## Version history' section"):
+        check_doc(TaskSpec(**fields))

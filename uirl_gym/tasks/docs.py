@@ -1,10 +1,12 @@
 """A task's docs page, made from its package docstring (``TaskSpec.doc``).
 
 The docstring is the page, Gymnasium-style: Markdown with at least the sections
-:data:`REQUIRED_SECTIONS` names (its options, its reward, its episode end). The page
-adds what every task shares, so that no docstring repeats it: the observation and
-action spaces (read from the code), the Gymnasium id's step limit, truncation on a
-failed session and the ``finish`` action. ``scripts/gen_task_docs.py``
+:data:`REQUIRED_SECTIONS` names (its options, its reward, its episode end), and last its
+version history (what changed in the id's episodes, dated, as Gymnasium's envs keep one).
+The page adds what every task shares, so that no docstring repeats it: the changes made
+for every task at once (:data:`SHARED_HISTORY`), the observation and action spaces (read
+from the code), the Gymnasium id's step limit, truncation on a failed session and the
+``finish`` action. ``scripts/gen_task_docs.py``
 (``python -m uirl_gym.tasks.docs``, for a plug-in's own docs) writes the pages to
 ``docs/tasks/<task>.md``; a test checks the checked-in ones are current.
 """
@@ -31,6 +33,17 @@ REQUIRED_SECTIONS = (
     ("reward", "what is paid for what, and what counts as a success"),
     ("episode end", "when it terminates and when it is truncated"),
 )
+HISTORY_HEADING = "## Version history"
+# Changes to what every task's id does, made once in the server or the env, newest last: a
+# task's page lists them under its own history. A change to one task goes in its docstring.
+SHARED_HISTORY = (
+    "2026-11-26 (issue 25): `/progress` and `X-Progress` give the task record's detail only "
+    "with the session token (without it, the task's public keys); the env holds the token, "
+    "so its rewards are unchanged.",
+    "2026-11-26 (issue 24): `reset` takes the episode's screen size (the default stays "
+    "1280x800); no native popup opens on any page (a `<select>`'s list, a date, time or "
+    "colour picker): a press on such a field focuses it and the keyboard picks.",
+)
 
 
 class TaskDocError(ValueError):
@@ -41,7 +54,8 @@ def check_doc(spec: TaskSpec) -> str:
     """The docstring of ``spec``, dedented.
 
     Raises:
-        TaskDocError: no docstring, no ``# `` title, or a required section missing.
+        TaskDocError: no docstring, no ``# `` title, a required section missing, or the
+            version history missing or not last.
     """
     if not spec.doc:
         raise TaskDocError(f"task {spec.name!r} has no doc: set TaskSpec.doc=__doc__")
@@ -56,6 +70,12 @@ def check_doc(spec: TaskSpec) -> str:
     ]
     if missing:
         raise TaskDocError(f"task {spec.name!r}: its docstring lacks {', '.join(missing)}")
+    if not headings or headings[-1] != HISTORY_HEADING[3:].lower():
+        raise TaskDocError(
+            f"task {spec.name!r}: its docstring must end with a '{HISTORY_HEADING}' section "
+            "(a dated list of what changed in the id's episodes, e.g. '- `v0` (2026-11-27): "
+            "the first version.')"
+        )
     return doc
 
 
@@ -83,6 +103,10 @@ def task_page(spec: TaskSpec) -> str:
         "(TaskSpec.doc): edit that, then rerun the script. -->",
         "",
         check_doc(spec),
+        "",
+        "Changes made for every task at once (the session server's and the env's):",
+        "",
+        *(f"- {line}" for line in SHARED_HISTORY),
         "",
         "## Spaces",
         "",

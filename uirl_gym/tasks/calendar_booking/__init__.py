@@ -154,6 +154,9 @@ succeeds after random actions.
 
 - **Terminated** when an event matches the request in every field: the step that completes it.
 
+## Version history
+
+- `v0` (2026-11-25): the first version.
 """
 
 from uirl_gym.tasks.base import TaskSpec

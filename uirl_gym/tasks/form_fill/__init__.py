@@ -167,6 +167,9 @@ Boxes are `[x, y, width, height]` in screen pixels.
 
 - **Terminated** when a submission holds every field's target value (refused and wrong submissions do not end it): the step that completes it.
 
+## Version history
+
+- `v0` (2026-11-23): the first version.
 """
 
 from uirl_gym.tasks.base import TaskSpec

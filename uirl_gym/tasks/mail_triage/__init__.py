@@ -166,6 +166,9 @@ charged for good, and that the expert still succeeds after random actions.
 
 - **Terminated** when every goal of the instruction is met by the mailbox: the step that completes it.
 
+## Version history
+
+- `v0` (2026-11-25): the first version.
 """
 
 from uirl_gym.tasks.base import TaskSpec

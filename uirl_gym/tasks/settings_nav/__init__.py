@@ -143,6 +143,9 @@ advanced dialog all occur), and that it still succeeds after random actions.
 
 - **Terminated** when every target setting is saved with its target value: the step that completes it.
 
+## Version history
+
+- `v0` (2026-11-23): the first version.
 '''
 
 from uirl_gym.tasks.base import TaskSpec

@@ -154,6 +154,9 @@ product, a wrong name at checkout).
 
 - **Terminated** when an order is placed (right or wrong: a wrong order ends it too): the step that completes it.
 
+## Version history
+
+- `v0` (2026-11-25): the first version.
 """
 
 from uirl_gym.tasks.base import TaskSpec

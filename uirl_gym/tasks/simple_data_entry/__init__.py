@@ -39,6 +39,9 @@ exact rules. `info["is_success"]`: every target row in and no wrong submission.
 
 - **Terminated** when every target row has been submitted correctly (wrong submissions do not end it): the step that completes it.
 
+## Version history
+
+- `v0` (2026-11-22): the first version.
 """
 
 from uirl_gym.tasks.base import TaskSpec

@@ -156,6 +156,9 @@ refunded by undo, and that the expert still succeeds after random actions.
 
 - **Terminated** when every goal of the instruction is met by the sheet: the step that completes it.
 
+## Version history
+
+- `v0` (2026-11-24): the first version.
 """
 
 from uirl_gym.tasks.base import TaskSpec
