@@ -22,9 +22,11 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import http_standin
+from http_standin import QuietHandler, url_of
 from sdk_shapes import anthropic_message, gemini_response, openai_response
 
 from uirl_agents.policies.cua import ScreenScaler
@@ -60,10 +62,7 @@ class StandIn:
 
 
 def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:  # keep pytest output clean
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with stand_in.lock:
@@ -71,26 +70,16 @@ def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
                 pending = stand_in.failures.get(len(stand_in.bodies)) or []
                 failure = pending.pop(0) if pending else None
             if self.path != stand_in.path:
-                self._send(404, {"error": {"message": f"no route {self.path}"}})
+                self.send_json(404, {"error": {"message": f"no route {self.path}"}})
             elif failure is not None:
-                self._send(failure[0], {"error": {"type": "rate_limit_error"}}, failure[1])
+                self.send_json(failure[0], {"error": {"type": "rate_limit_error"}}, failure[1])
             else:
                 answer = stand_in.reply(body)
                 with stand_in.lock:
                     stand_in.bodies.append(body)
                     stand_in.replies.append(answer)
                     stand_in.headers.append({k.lower(): v for k, v in self.headers.items()})
-                self._send(200, answer)
-
-        def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
+                self.send_json(200, answer)
 
     return Handler
 
@@ -98,22 +87,10 @@ def _handler(stand_in: StandIn) -> type[BaseHTTPRequestHandler]:
 @contextlib.contextmanager
 def serving(*stand_ins: StandIn) -> Iterator[list[str]]:
     """Serve the stand-ins on 127.0.0.1; yields their root URLs (also in ``.url``)."""
-    servers = []
-    for stand_in in stand_ins:
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stand_in))
-        thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        thread.start()
-        servers.append((httpd, thread))
-        stand_in.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    try:
+    with contextlib.ExitStack() as stack:
+        for stand_in in stand_ins:
+            stand_in.url = url_of(stack.enter_context(http_standin.serving(_handler(stand_in))))
         yield [s.url for s in stand_ins]
-    finally:
-        for httpd, thread in servers:
-            httpd.shutdown()
-            httpd.server_close()
-            thread.join(timeout=5)
 
 
 def expert_macro(envs: SessionVectorEnv, env_index: int = 0) -> list[Action]:

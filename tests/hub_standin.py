@@ -22,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import yaml
+from http_standin import QuietHandler
 
 _COMMIT = re.compile(
     r"^/api/models/(?P<repo>[^/]+/[^/]+)/(?P<kind>preupload|commit)/(?P<rev>[^/?]+)"
@@ -75,27 +76,16 @@ class HubStandIn:
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         hub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:  # quiet test output
-                pass
-
-            def _reply(self, status: int, payload: dict[str, Any]) -> None:
-                body = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
+        class Handler(QuietHandler):
             def do_GET(self) -> None:  # noqa: N802 (huggingface_hub's optional look-ups)
-                self._reply(404, {"error": f"not served by the stand-in: {self.path}"})
+                self.send_json(404, {"error": f"not served by the stand-in: {self.path}"})
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with hub._lock:
                     hub.authorizations.append(self.headers.get("Authorization"))
                     status, payload = hub._route(self.path, body)
-                self._reply(status, payload)
+                self.send_json(status, payload)
 
         return Handler
 

@@ -4,10 +4,9 @@ pages of their own (no task app)."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterator, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+
+from http_standin import QuietHandler, serving, url_of
 
 
 @contextlib.contextmanager
@@ -15,20 +14,9 @@ def serving_pages(pages: Mapping[str, bytes], default: bytes) -> Iterator[str]:
     """Serve ``pages`` (path -> HTML; any other path gets ``default``) from a server
     thread; yields the URL of ``/app``."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(pages.get(self.path, default))
+            self.send_body(200, pages.get(self.path, default), "text/html")
 
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/app"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as server:
+        yield f"{url_of(server)}/app"

@@ -13,6 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
+from http_standin import QuietHandler
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import InvalidActionError, SessionClient, SessionUnavailableError
@@ -36,7 +37,7 @@ class FlakyServer(ThreadingHTTPServer):
         self.last_headers: dict[str, str] = {}
 
 
-class FlakyHandler(BaseHTTPRequestHandler):
+class FlakyHandler(QuietHandler):
     server: FlakyServer
 
     def do_GET(self) -> None:  # noqa: N802
@@ -44,28 +45,13 @@ class FlakyHandler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         n = self.server.hits[path] = self.server.hits.get(path, 0) + 1
         if "keys=bogus" in self.path:
-            self._send(400, {"detail": "keys: unknown key 'bogus'"})
+            self.send_json(400, {"detail": "keys: unknown key 'bogus'"})
         elif n <= self.server.failures:
-            self._send(503, {"detail": "busy"})
+            self.send_json(503, {"detail": "busy"})
         elif path == "/act":
-            self._send_raw(bytes(800 * 1280 * 3))
+            self.send_body(200, bytes(800 * 1280 * 3))
         else:
-            self._send(200, {"submitted_row_indices": [], "num_incorrect_submissions": 0})
-
-    def _send(self, status: int, body: dict) -> None:
-        self._send_raw(json.dumps(body).encode(), status, "application/json")
-
-    def _send_raw(
-        self, data: bytes, status: int = 200, kind: str = "application/octet-stream"
-    ) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
+            self.send_json(200, {"submitted_row_indices": [], "num_incorrect_submissions": 0})
 
 
 @pytest.fixture

@@ -10,11 +10,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import numpy as np
 import pytest
+from http_standin import QuietHandler, serving, url_of
 from PIL import Image
 
 from uirl_agents.formats import FormatConfig
@@ -79,10 +80,7 @@ class StandInServer:
 
 
 def _handler(server: StandInServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: Any) -> None:  # keep pytest output clean
-            pass
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             with server.lock:
@@ -93,27 +91,17 @@ def _handler(server: StandInServer) -> type[BaseHTTPRequestHandler]:
             try:
                 time.sleep(server.delay_s)  # simulated inference time
                 if self.path != "/v1/chat/completions":
-                    self._send(404, {"error": f"no route {self.path}"})
+                    self.send_json(404, {"error": f"no route {self.path}"})
                 elif failure is not None:
-                    self._send(failure[0], {"error": "unavailable"}, failure[1])
+                    self.send_json(failure[0], {"error": "unavailable"}, failure[1])
                 else:
                     with server.lock:
                         server.requests.append(body)
                         server.headers.append(dict(self.headers))
-                    self._send(200, server.answer(body))
+                    self.send_json(200, server.answer(body))
             finally:
                 with server.lock:
                     server.in_flight -= 1
-
-        def _send(self, status: int, payload: dict, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(data)
 
     return Handler
 
@@ -121,16 +109,9 @@ def _handler(server: StandInServer) -> type[BaseHTTPRequestHandler]:
 @pytest.fixture
 def server() -> Iterator[StandInServer]:
     state = StandInServer()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}/v1"
-    thread = threading.Thread(
-        target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-    )
-    thread.start()
-    yield state
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
+    with serving(_handler(state)) as httpd:
+        state.url = f"{url_of(httpd)}/v1"
+        yield state
 
 
 def _observations(n: int, seed: int = 0) -> list[dict]:

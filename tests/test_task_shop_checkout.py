@@ -15,7 +15,7 @@ import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.tasks.base import TaskOptionsError
-from uirl_gym.tasks.expert import click
+from uirl_gym.tasks.expert import box_centre, click
 from uirl_gym.tasks.shop_checkout.data import (
     FORM_FIELDS,
     Options,
@@ -253,7 +253,7 @@ def test_facets_and_sort_find_the_cheapest_in_stock_product(env: gym.Env) -> Non
     env.step(click(env.unwrapped.oracle()["sort_button"]))
     o = env.unwrapped.oracle()
     assert o["sort_open"] and o["brands"] == [target.brand] and o["in_stock"]
-    env.step(Action(ActionType.LEFT_CLICK, *o["sort_options"]["price_asc"]))
+    env.step(click(o["sort_options"]["price_asc"]))
     o = env.unwrapped.oracle()
     assert o["sort"] == "price_asc" and not o["sort_open"]
     shown = [goal.products[c["product_id"]] for c in o["cards"]]
@@ -262,12 +262,8 @@ def test_facets_and_sort_find_the_cheapest_in_stock_product(env: gym.Env) -> Non
 
 def _facet_boxes(o: dict[str, Any], label: str | None = None) -> list[tuple[str, int, int]]:
     """(label, x, y) of the sidebar's facets (``label``: only that one)."""
-    out = [(name, *_centre(b)) for name, b in o["facets"].items()]
+    out = [(name, *box_centre(b)) for name, b in o["facets"].items()]
     return [f for f in out if label is None or f[0] == label]
-
-
-def _centre(box: list[int]) -> tuple[int, int]:
-    return box[0] + box[2] // 2, box[1] + box[3] // 2
 
 
 def test_checkout_refuses_incomplete_orders_and_scores_a_wrong_one(env: gym.Env) -> None:
