@@ -457,14 +457,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve_app(app: Any) -> Iterator[str]:
-    """Serve an ASGI app (e.g. the routing proxy) on 127.0.0.1 in a thread; yields its URL."""
+def serve_app(app: Any, port: int = 0) -> Iterator[str]:
+    """Serve an ASGI app (e.g. the routing proxy) on 127.0.0.1 in a thread; yields its URL.
+
+    ``port`` 0 picks a free one; a given port can be served again at once (a restart).
+    """
     sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # asyncio sets TCP_NODELAY only on sockets made with proto=IPPROTO_TCP (uvicorn.run's
     # are; this one is not, nor the connections it accepts): without it each answer
     # waited ~40 ms for a delayed ACK (44 ms per proxied request, 1 ms with it).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
