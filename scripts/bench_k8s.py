@@ -15,13 +15,13 @@ The default prints a markdown table (milliseconds), the memory (PSS) of one sess
 what the proxy's session lookups cost the API server: made-up session ids (each new) and
 requests to a live session, with the API calls the stand-in served for them.
 
-``--scale``: for each N, N sessions (pods) in a ``SessionVectorEnv``, reached directly
-(pod IPs) and through the routing proxy (its own process, ``python -m
-uirl_gym.server.proxy``, as in a cluster): resets/s and steps/s (all N at once, a click
-+ PNG screenshot each, no policy in between: the most a node's sessions can give), the
-median step latency of each route and the difference (what the proxy adds), PSS per
-session. The machine's load average is printed with every row: timings are only
-comparable on a quiet machine.
+``--scale``: for each N, N sessions (pods), each reached both ways in alternate rounds:
+at its pod IP and through the routing proxy (its own process, ``python -m
+uirl_gym.server.proxy``, as in a cluster). Per route: resets/s (reset + screenshot, as
+``UIEnv.reset``) and steps/s (a click + PNG screenshot, as ``UIEnv.step``) with all N at
+once and no policy in between (the most N sessions give), the median step; what the
+proxy adds to it and the proxy's CPU per request; PSS per session. The machine's load
+average is printed with every row: timings are only comparable on a quiet machine.
 
 ``--failures``: N sessions play short episodes through the proxy while a fault is
 injected mid-run: a pod evicted (deleted through the API), a node lost (half the pods'
@@ -43,6 +43,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -271,44 +272,71 @@ def cpu_s(pid: int) -> float:
 
 
 def throughput(
-    standin: PodStandIn,
-    n: int,
-    proxy_url: str | None,
-    args: argparse.Namespace,
-    proxy_pid: int | None = None,
-) -> dict[str, float]:
-    """Resets/s and steps/s of ``n`` sessions stepped together, the median step, and the
-    proxy's CPU per proxied step."""
+    standin: PodStandIn, n: int, proxy_url: str, proxy_pid: int, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """``n`` sessions (pods), each reached both ways: straight at its pod IP and through
+    the proxy, in alternate rounds on the same sessions (so the routes see the same pods
+    and the same load). Per route: resets/s and steps/s with all ``n`` at once, the
+    median step; for the proxy, its CPU per request."""
     config = KubernetesRuntimeConfig(
         namespace=NS, api_server=standin.url, pool_size=0, container_port=args.port,
         proxy_url=proxy_url, max_parallel_starts=4,
     )  # fmt: skip
-    with KubernetesRuntime(config) as runtime:
-        envs = SessionVectorEnv(n, runtime=runtime)
+    with KubernetesRuntime(config) as runtime, ThreadPoolExecutor(n) as pool:
+        sessions = list(pool.map(lambda _: runtime.acquire(timeout_s=300), range(n)))
+        clients: dict[str, list[SessionClient]] = {"direct": [], "proxy": []}
+        ips = {p["metadata"]["name"]: p["status"]["podIP"] for p in standin.pods(NS)}
+        for session in sessions:
+            ip = ips[f"uirl-session-{session.session_id}"]
+            headers = dict(session.headers)
+            clients["direct"].append(SessionClient(f"http://{ip}:{args.port}", headers=headers))
+            clients["proxy"].append(SessionClient(session.base_url, headers=headers))
         try:
-            specs = {i: (i, {"num_rows": 1}) for i in range(n)}
-            envs.reset_envs(specs)  # the pods start here: not timed
-            t0 = time.perf_counter()
+            for route in clients:  # connections open, first episode loaded: not timed
+                list(pool.map(lambda c: c.reset(seed=0, options={"num_rows": 1}), clients[route]))
+            out: dict[str, dict[str, Any]] = {
+                r: {"reset_s": 0.0, "step_s": 0.0, "step_ms": [], "proxy_cpu_s": 0.0}
+                for r in clients
+            }
+
+            def reset(client: SessionClient) -> None:  # as UIEnv.reset: reset + screenshot
+                client.reset(seed=1, options={"num_rows": 1})
+                client.act_with_progress(Action(ActionType.SCREENSHOT))
+
+            def step(client: SessionClient) -> float:
+                t0 = time.perf_counter()
+                client.act_with_progress(CLICK)
+                return (time.perf_counter() - t0) * 1000
+
             for _ in range(args.rounds):
-                envs.reset_envs(specs)
-            resets = n * args.rounds / (time.perf_counter() - t0)
-            steps_ms: list[float] = []
-            cpu0 = cpu_s(proxy_pid) if proxy_pid else 0.0
-            t0 = time.perf_counter()
-            for _ in range(args.rounds):
-                envs.step_envs(dict.fromkeys(range(n), CLICK))
-                steps_ms += [env.timings["step_s"] * 1000 for env in envs.envs]
-            steps = n * args.rounds / (time.perf_counter() - t0)
-            proxy_cpu = (cpu_s(proxy_pid) - cpu0) * 1000 / (n * args.rounds) if proxy_pid else 0.0
-            pss = session_pss_mb(standin)
+                for route, group in clients.items():
+                    cpu0 = cpu_s(proxy_pid)
+                    t0 = time.perf_counter()
+                    list(pool.map(reset, group))
+                    t1 = time.perf_counter()
+                    out[route]["step_ms"] += list(pool.map(step, group))
+                    t2 = time.perf_counter()
+                    out[route]["reset_s"] += t1 - t0
+                    out[route]["step_s"] += t2 - t1
+                    out[route]["proxy_cpu_s"] += cpu_s(proxy_pid) - cpu0
         finally:
-            envs.close()
+            for group in clients.values():
+                for client in group:
+                    client.close()
+        pss = session_pss_mb(standin)
+        for session in sessions:
+            runtime.release(session)
+    done = n * args.rounds
     return {
-        "resets": resets,
-        "steps": steps,
-        "step_ms": statistics.median(steps_ms),
-        "pss": pss,
-        "proxy_cpu_ms": proxy_cpu,
+        route: {
+            "resets": done / r["reset_s"],
+            "steps": done / r["step_s"],
+            "step_ms": statistics.median(r["step_ms"]),
+            # resets (a reset + a screenshot) and steps: 3 proxied requests per round each
+            "proxy_cpu_ms": r["proxy_cpu_s"] * 1000 / (3 * done),
+            "pss": pss,
+        }
+        for route, r in out.items()
     }
 
 
@@ -317,21 +345,20 @@ def scale(standin: PodStandIn, args: argparse.Namespace) -> None:
     port = free_port()
     print(f"load average before: {load()} (1/5/15 min, {os.cpu_count()} CPUs)")
     print(
-        "| N | route | resets/s | steps/s | median step ms | proxy adds ms | proxy CPU ms/step "
-        "| PSS MB/session | load |"
+        "| N | route | resets/s | steps/s | median step ms | proxy adds ms/step | proxy CPU "
+        "ms/request | PSS MB/session | load |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     with proxy_process(standin, port) as proxy:
         for n in sizes:
-            direct = throughput(standin, n, None, args)
-            proxied = throughput(standin, n, f"http://127.0.0.1:{port}", args, proxy.pid)
-            for name, r in (("direct", direct), ("proxy", proxied)):
+            result = throughput(standin, n, f"http://127.0.0.1:{port}", proxy.pid, args)
+            for route, r in result.items():
                 added = cpu = ""
-                if name == "proxy":
-                    added = f"{proxied['step_ms'] - direct['step_ms']:+.1f}"
-                    cpu = f"{r['proxy_cpu_ms']:.1f}"
+                if route == "proxy":
+                    added = f"{r['step_ms'] - result['direct']['step_ms']:+.1f}"
+                    cpu = f"{r['proxy_cpu_ms']:.2f}"
                 print(
-                    f"| {n} | {name} | {r['resets']:.1f} | {r['steps']:.1f} | "
+                    f"| {n} | {route} | {r['resets']:.1f} | {r['steps']:.1f} | "
                     f"{r['step_ms']:.1f} | {added} | {cpu} | {r['pss']:.0f} | {load()} |",
                     flush=True,
                 )

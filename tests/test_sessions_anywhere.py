@@ -332,6 +332,29 @@ def test_grpo_and_evaluate_on_servers_started_by_hand(
     assert [s.episodes() - b for s, b in zip(hand_servers, before, strict=True)] == [1, 1]
 
 
+def test_trl_environments_share_a_runtime_built_from_the_setting(
+    hand_servers: list[HandServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TRL's environment class builds its runtime with the same builder: each instance
+    of a process gets a server of its own."""
+    pytest.importorskip("trl")
+    from uirl_agents.integrations.trl import make_environment
+
+    monkeypatch.setenv(TOKEN_ENV_VAR, TOKEN)
+    settings = RuntimeSettings(runtime="servers", servers=[s.url for s in hand_servers])
+    environment = make_environment("uirl/SimpleDataEntry-v0", runtime=settings, max_steps=2)
+    first, second = environment(), environment()
+    try:
+        for env in (first, second):
+            assert env.reset(seed=3)[0]["type"] == "image"
+            assert env.click(x=100, y=100)[1]["text"].startswith("Clicked")
+        urls = {env._holder["backend"].env.session.base_url for env in (first, second)}
+        assert urls == {s.url for s in hand_servers}
+    finally:
+        first._close()
+        second._close()
+
+
 class _ClickThenKill:
     """Clicks; before its ``kill_at``-th call it kills a server (a machine lost)."""
 
