@@ -27,6 +27,7 @@ import requests
 pytest.importorskip("kubernetes")
 pytest.importorskip("torch")
 
+import test_kubernetes  # noqa: E402
 from k8s_standin import PodStandIn, serve_app  # noqa: E402
 from test_kubernetes import NS, free_port, runtime_config, wait_until  # noqa: E402
 
@@ -39,7 +40,7 @@ from uirl_agents.trajectories import load_episodes  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.env import UIEnv  # noqa: E402
 from uirl_gym.runtimes.base import TOKEN_ENV_VAR  # noqa: E402
-from uirl_gym.runtimes.k8s_api import RUN_LABEL, PodApi, load_api_client  # noqa: E402
+from uirl_gym.runtimes.k8s_api import RUN_LABEL, PodApi  # noqa: E402
 from uirl_gym.runtimes.kubernetes import KubernetesRuntime  # noqa: E402
 from uirl_gym.runtimes.settings import (  # noqa: E402
     RuntimeSettings,
@@ -55,6 +56,9 @@ REPO = Path(__file__).resolve().parents[1]
 TINY_CPU = REPO / "scripts" / "configs" / "tiny_cpu.yaml"
 RECIPE = REPO / "scripts" / "configs" / "k8s_256_sessions.yaml"
 TOKEN = "hand-started-servers-token"
+# The stand-in API server and its pod API, as test_kubernetes.py makes them (per module).
+standin = test_kubernetes.standin
+api = test_kubernetes.api
 CLICK = Action(ActionType.LEFT_CLICK, x=640, y=400)
 
 
@@ -125,18 +129,6 @@ def hand_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Hand
     servers = start_servers(2, tmp_path_factory.mktemp("servers"))
     yield servers
     stop_servers(servers)
-
-
-@pytest.fixture(scope="module")
-def standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PodStandIn]:
-    with PodStandIn(tmp_path_factory.mktemp("standin")) as server:
-        yield server
-    assert not server.live_pids(), "the stand-in left pod processes behind"
-
-
-@pytest.fixture(scope="module")
-def api(standin: PodStandIn) -> PodApi:
-    return PodApi(load_api_client(api_server=standin.url), NS)
 
 
 def closed_url() -> str:
@@ -551,3 +543,18 @@ def test_openenv_lost_connection_ends_the_episode_as_a_session_failure() -> None
     with serve_app(make_app(), port):
         assert env.reset(seed=0, options={"num_rows": 1})[0]["screenshot"].shape[0] == 800
         env.close()
+
+
+def test_a_full_openenv_server_says_how_many_sessions_it_needs() -> None:
+    pytest.importorskip("openenv")
+    from uirl_gym.openenv import ServerConfig, make_app
+    from uirl_gym.openenv.env import OpenEnvEnv
+
+    with serve_app(make_app(ServerConfig(max_sessions=1))) as url:
+        holder, refused = OpenEnvEnv(url), OpenEnvEnv(url)
+        try:
+            with pytest.raises(RuntimeError, match="--max-sessions of at least env.num_envs"):
+                refused.reset(seed=0)
+        finally:
+            refused.close()
+            holder.close()

@@ -77,9 +77,17 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         task = asked.pop("task", self.task)
         t0 = time.perf_counter()
         self._running = False
-        screenshot, instruction, info = self.session.reset(
-            TASKS[task_spec(task).name].env_id, seed=seed, options=asked
-        )
+        try:
+            screenshot, instruction, info = self.session.reset(
+                TASKS[task_spec(task).name].env_id, seed=seed, options=asked
+            )
+        except RuntimeError as exc:
+            if "CAPACITY_REACHED" not in str(exc):
+                raise
+            raise RuntimeError(
+                f"{exc}. Fix: start the OpenEnv server with --max-sessions of at least "
+                "env.num_envs x processes (each sub-env holds a session)"
+            ) from None
         self.timings = {"reset_s": time.perf_counter() - t0}
         self._obs = {"screenshot": screenshot, "instruction": instruction}
         self.episode_task = info.get("task", task)
