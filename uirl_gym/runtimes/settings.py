@@ -26,7 +26,6 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -37,8 +36,6 @@ from uirl_gym.runtimes.k8s_config import LABEL_VALUE_RE, KubernetesRuntimeConfig
 
 if TYPE_CHECKING:
     from uirl_gym.vector import SessionVectorEnv
-
-logger = logging.getLogger(__name__)
 
 RuntimeKind = Literal["local", "kubernetes", "servers", "openenv"]
 RUNTIME_KINDS: tuple[str, ...] = get_args(RuntimeKind)
@@ -115,11 +112,6 @@ class RuntimeSettings:
         for url in [*self.servers, *([self.openenv_url] if self.openenv_url else [])]:
             if not url.startswith(("http://", "https://")):
                 raise RuntimeSettingsError(f"{url!r}: expected a URL http(s)://host:port")
-
-    @property
-    def remote(self) -> bool:
-        """Sessions run away from this machine (nothing local starts)."""
-        return self.runtime != "local"
 
     @property
     def has_oracle(self) -> bool:
