@@ -443,21 +443,31 @@ def test_evaluate_on_kubernetes_through_the_proxy(
     from evaluate import main as evaluate_main
 
     created = len(standin.created)
+    common = ["--agent", "expert", "--episodes", "2", "--num-envs", "2", "--rows", "1"]
     with serve_app(create_proxy_app(ProxyConfig(), api)) as url:
         code = evaluate_main(
-            ["--agent", "expert", "--episodes", "2", "--num-envs", "2", "--rows", "1"]
-            + ["--out", str(tmp_path), "--env.runtime", "kubernetes"]
+            [*common, "--out", str(tmp_path / "k8s"), "--env.runtime", "kubernetes"]
             + ["--env.kubernetes.api_server", standin.url, "--env.kubernetes.namespace", NS]
             + ["--env.kubernetes.container_port", str(free_port())]
             + ["--env.kubernetes.proxy_url", url, "--env.kubernetes.pool_size", "0"]
         )
     assert code == 0
-    results = json.loads((tmp_path / "results.json").read_text())
+    results = json.loads((tmp_path / "k8s" / "results.json").read_text())
     (result,) = results["agents"]
     assert result["episodes"] == 2 and result["success_rate"] == 1 and not result["session_errors"]
     pods = standin.created[created:]
     assert len(pods) == 2 and len({name for _, name, _ in pods}) == 2  # one per sub-env
     wait_until(lambda: not standin.pods(NS), 15, "every pod to be deleted")
+    # The runtime is invisible to the agent: the same episodes as on local sessions.
+    assert evaluate_main([*common, "--out", str(tmp_path / "local")]) == 0
+    played = {
+        where: [
+            (e.seed, [(s.action, s.reward) for s in e.steps])
+            for e in load_episodes(tmp_path / where / "expert")
+        ]
+        for where in ("k8s", "local")
+    }
+    assert played["k8s"] == played["local"]
 
 
 # The recipe (k8s_256_sessions.yaml) at tiny scale: the same file, smaller numbers.
