@@ -60,7 +60,7 @@ from uirl_agents.trainers.specs import EVAL_STREAM, TRAIN_STREAM, derive_specs
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
 from uirl_agents.trajectories import Episode, TrajectoryWriter
-from uirl_gym.runtimes.settings import build_runtime, check_runtime, vector_env
+from uirl_gym.runtimes.settings import build_runtime, check_runtime, describe, vector_env
 
 logger = logging.getLogger(__name__)
 
@@ -231,6 +231,12 @@ class TrainingRun:
             if self.runtime is not None:
                 self.runtime.close()
             raise
+        logger.info(
+            "process %d: %d sessions on %s",
+            self.rank,
+            config.env.num_envs,
+            describe(config.env, self.rank, self.world_size),
+        )
         self.envs_lock = threading.Lock()
         try:
             self.publish_weights(self.start_iteration)

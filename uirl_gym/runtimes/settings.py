@@ -120,6 +120,19 @@ class RuntimeSettings:
         return self.runtime != "openenv"
 
 
+def describe(settings: RuntimeSettings, rank: int = 0, world_size: int = 1) -> str:
+    """Where process ``rank``'s sessions run, for the log."""
+    if settings.runtime == "servers":
+        return f"servers {', '.join(rank_servers(settings.servers, rank, world_size))}"
+    if settings.runtime == "openenv":
+        return f"the OpenEnv server {settings.openenv_url}"
+    if settings.runtime == "kubernetes":
+        k8s = rank_kubernetes(settings.kubernetes, rank, world_size)
+        route = k8s.proxy_url or "pod IPs"
+        return f"Kubernetes pods in namespace {k8s.namespace} (run id {k8s.run_id}, via {route})"
+    return "local session servers"
+
+
 def rank_servers(servers: list[str], rank: int, world_size: int) -> list[str]:
     """Process ``rank``'s share of ``servers``: every ``world_size``-th from the
     ``rank``-th, so that no two processes share a server and spares spread evenly."""
