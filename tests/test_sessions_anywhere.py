@@ -333,7 +333,8 @@ def test_trl_environments_share_a_runtime_built_from_the_setting(
     from uirl_agents.integrations.trl import make_environment
 
     monkeypatch.setenv(TOKEN_ENV_VAR, TOKEN)
-    settings = RuntimeSettings(runtime="servers", servers=[s.url for s in hand_servers])
+    # As scripts/train_trl.py passes it from its YAML config.
+    settings = {"runtime": "servers", "servers": [s.url for s in hand_servers]}
     environment = make_environment("uirl/SimpleDataEntry-v0", runtime=settings, max_steps=2)
     first, second = environment(), environment()
     try:

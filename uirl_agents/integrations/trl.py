@@ -105,7 +105,7 @@ class EnvironmentConfig:
     reward_mode: Literal["sparse", "dense"] = "sparse"
     split: str = "train"
     task_options: Mapping[str, Any] = field(default_factory=dict)
-    runtime: Runtime | RuntimeSettings | None = None
+    runtime: Runtime | RuntimeSettings | Mapping[str, Any] | None = None
     base_url: str | None = None
     openenv_url: str | None = None
     step_timeout_s: float = 30.0
@@ -125,6 +125,8 @@ class EnvironmentConfig:
         sources = [n for n in ("runtime", "base_url", "openenv_url") if getattr(self, n)]
         if len(sources) > 1:
             raise ValueError(f"give one of runtime, base_url, openenv_url; got {sources}")
+        if isinstance(self.runtime, Mapping):  # a YAML config's (scripts/train_trl.py)
+            object.__setattr__(self, "runtime", RuntimeSettings(**self.runtime))
         if isinstance(self.runtime, RuntimeSettings):
             check_runtime(self.runtime, num_envs=1, rank=_rank(), world_size=_world_size())
             if self.runtime.runtime == "openenv":
