@@ -105,7 +105,7 @@ class EnvironmentConfig:
     reward_mode: Literal["sparse", "dense"] = "sparse"
     split: str = "train"
     task_options: Mapping[str, Any] = field(default_factory=dict)
-    runtime: Runtime | RuntimeSettings | Mapping[str, Any] | None = None
+    runtime: Runtime | RuntimeSettings | None = None
     base_url: str | None = None
     openenv_url: str | None = None
     step_timeout_s: float = 30.0
@@ -125,8 +125,6 @@ class EnvironmentConfig:
         sources = [n for n in ("runtime", "base_url", "openenv_url") if getattr(self, n)]
         if len(sources) > 1:
             raise ValueError(f"give one of runtime, base_url, openenv_url; got {sources}")
-        if isinstance(self.runtime, Mapping):  # a YAML config's (scripts/train_trl.py)
-            object.__setattr__(self, "runtime", RuntimeSettings(**self.runtime))
         if isinstance(self.runtime, RuntimeSettings):
             check_runtime(self.runtime, num_envs=1, rank=_rank(), world_size=_world_size())
             if self.runtime.runtime == "openenv":
@@ -631,11 +629,15 @@ def make_environment(
             column picks each row's task.
         options: :class:`EnvironmentConfig` fields (``screenshot_size``, ``max_steps``,
             ``reward_mode``, ``split``, ``task_options``, ``runtime``, ``base_url``,
-            ``openenv_url``, ``step_timeout_s``).
+            ``openenv_url``, ``step_timeout_s``); ``runtime`` may also be the mapping of
+            a ``RuntimeSettings`` (a YAML config's).
 
     Raises:
         ValueError: an unknown task or option, or a bad value.
     """
+    if isinstance(options.get("runtime"), Mapping):  # from a YAML config (train_trl.py)
+        # One settings object for every task's class: they share its runtime.
+        options["runtime"] = RuntimeSettings(**options["runtime"])
     if not isinstance(task, str):
         return {
             TASKS[task_name(t)].env_id: make_environment(t, **options)  # type: ignore[misc]
