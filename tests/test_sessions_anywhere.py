@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
 
 pytest.importorskip("kubernetes")
 pytest.importorskip("torch")
@@ -197,6 +198,11 @@ def test_runtime_settings_from_the_command_line_and_the_recipe() -> None:
     recipe = load_config(GRPOConfig, RECIPE)
     assert recipe.env.runtime == "kubernetes" and 8 * recipe.env.num_envs == 256
     assert load_config(GRPOConfig, RECIPE, {"env.runtime": "local"}).env.num_envs == 32
+    # docs/training.md shows the file as it is.
+    docs = (REPO / "docs" / "training.md").read_text()
+    section = docs[docs.index("### Sessions off the training node") :]
+    shown = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    assert yaml.safe_load(shown) == yaml.safe_load(RECIPE.read_text())
 
 
 def test_each_process_gets_sessions_of_its_own() -> None:
