@@ -275,6 +275,31 @@ def test_bad_settings_fail_before_the_model_loads(
     assert not (tmp_path / "run" / "config_grpo.yaml").exists()
 
 
+def test_a_proxy_that_wants_another_token_is_said_at_start(
+    standin: PodStandIn, api: PodApi, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from uirl_gym.runtimes.settings import check_runtime
+
+    monkeypatch.delenv("UIRL_PROXY_TOKEN", raising=False)
+    with serve_app(create_proxy_app(ProxyConfig(token="proxy-secret"), api)) as url:
+        k8s = {"api_server": standin.url, "namespace": NS, "proxy_url": url}
+        for token, message in ((None, "wants a bearer token"), ("wrong", "refuses this")):
+            settings = RuntimeSettings(
+                runtime="kubernetes", kubernetes={**k8s, "proxy_token": token}
+            )
+            with pytest.raises(RuntimeSettingsError, match=message):
+                check_runtime(settings, num_envs=1)
+        right = {**k8s, "proxy_token": "proxy-secret"}
+        check_runtime(RuntimeSettings(runtime="kubernetes", kubernetes=right), num_envs=1)
+    wrong_namespace = {**k8s, "namespace": "elsewhere"}
+    with serve_app(create_proxy_app(ProxyConfig(), api)) as url:
+        wrong_namespace["proxy_url"] = url
+        with pytest.raises(RuntimeSettingsError, match="serves namespace 'uirl-test'"):
+            check_runtime(
+                RuntimeSettings(runtime="kubernetes", kubernetes=wrong_namespace), num_envs=1
+            )
+
+
 def test_evaluate_refuses_too_few_servers(
     hand_servers: list[HandServer], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

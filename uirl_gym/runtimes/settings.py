@@ -260,10 +260,10 @@ def _check_kubernetes(config: KubernetesRuntimeConfig) -> None:
             f"kubectl auth can-i create pods -n {ns}"
         )
     if config.proxy_url:
-        _check_proxy(config.proxy_url, ns)
+        _check_proxy(config.proxy_url, ns, config.bearer_token())
 
 
-def _check_proxy(url: str, namespace: str) -> None:
+def _check_proxy(url: str, namespace: str, token: str | None) -> None:
     try:
         reply = requests.get(url.rstrip("/") + "/healthz", timeout=CHECK_TIMEOUT_S)
         served = reply.json().get("namespace") if reply.status_code == 200 else None
@@ -278,6 +278,16 @@ def _check_proxy(url: str, namespace: str) -> None:
             f"the routing proxy {url} serves namespace {served!r}, the sessions live in "
             f"{namespace!r}: port-forward the proxy of that namespace, or set "
             "env.kubernetes.namespace to the proxy's"
+        )
+    # A made-up session: the proxy answers 404 from its cache, or 401/403 for the token.
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    probe = f"{url.rstrip('/')}/proxy/uirl-token-check/"
+    status = requests.get(probe, headers=headers, timeout=CHECK_TIMEOUT_S).status_code
+    if status in (401, 403):
+        raise RuntimeSettingsError(
+            f"the routing proxy {url} {'wants a' if status == 401 else 'refuses this'} bearer "
+            f"token (HTTP {status}): set $UIRL_PROXY_TOKEN to the Secret's value (kubectl -n "
+            f"{namespace} get secret uirl-proxy-token -o jsonpath='{{.data.token}}' | base64 -d)"
         )
 
 
