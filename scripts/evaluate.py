@@ -1,4 +1,4 @@
-"""Benchmark agents on the uirl tasks on local sessions.
+"""Benchmark agents on the uirl tasks, on local sessions or anywhere else.
 
 Every agent plays the same episodes: per task, seeds ``seed .. seed+episodes-1`` (and,
 on SimpleDataEntry, the same rows). With several tasks (``--task all``), the reports
@@ -15,6 +15,18 @@ replay, ``index.html``. ``--resume`` continues an interrupted run.
         --agent anthropic:claude-sonnet-5-5 --agent openai-cua:gpt-5.4 \\
         --agent expert --task all --episodes 20 --out runs/vendors --leaderboard
     python scripts/evaluate.py --leaderboard runs   # merge every run under runs/
+
+Sessions run where the ``--env.*`` options say, as in the trainers' ``env`` section
+(docs/kubernetes.md): ``--env.runtime local`` (default), ``kubernetes`` (``--env.kubernetes.*``),
+``servers`` (``--env.servers URL1,URL2``, one per ``--num-envs``) or ``openenv``
+(``--env.openenv_url URL``)::
+
+    python scripts/evaluate.py --agent random --num-envs 2 \
+        --env.runtime servers --env.servers http://10.0.0.5:8001,http://10.0.0.5:8002
+    python scripts/evaluate.py --agent hf:runs/grpo/checkpoints/iter_000100 --num-envs 16 \
+        --env.runtime kubernetes --env.kubernetes.namespace uirl \
+        --env.kubernetes.image REGISTRY/uirl-session:0.1.0 \
+        --env.kubernetes.proxy_url http://127.0.0.1:8080
 """
 
 from __future__ import annotations
@@ -45,8 +57,14 @@ from uirl_agents.evaluate import (
 )
 from uirl_agents.leaderboard import write_leaderboard
 from uirl_agents.rollout import EpisodeSpec
+from uirl_agents.trainers.cli import add_field_options, field_overrides, load_config
+from uirl_gym.runtimes.settings import (
+    RuntimeSettings,
+    build_runtime,
+    check_runtime,
+    vector_env,
+)
 from uirl_gym.tasks import SPLITS, expand_tasks
-from uirl_gym.vector import SessionVectorEnv
 
 # --leaderboard with no value: the run's own --out folder.
 RUN_FOLDER = Path("\0out")
@@ -124,6 +142,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="JSON or YAML file: model -> {input, output[, cache_read, cache_write]} USD per "
         "million tokens, over the built-in table (uirl_agents/cost.py)",
     )
+    add_field_options(
+        p.add_argument_group("where sessions run (the trainers' env.runtime settings)"),
+        RuntimeSettings,
+        prefix="env.",
+    )
     again = p.add_mutually_exclusive_group()
     again.add_argument(
         "--resume",
@@ -146,7 +169,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error(f"--prices: {exc}")
     if args.episodes < 1 or args.num_envs < 1:
         p.error("--episodes and --num-envs must be >= 1")
+    if args.agents:
+        args.sessions = runtime_settings(p, args)
     return args
+
+
+def runtime_settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> RuntimeSettings:
+    """The ``--env.*`` options, checked before any agent loads (unreachable servers,
+    RBAC, too few servers for --num-envs: the message says what to fix)."""
+    try:
+        settings = load_config(RuntimeSettings, None, field_overrides(args, "env."))
+        if not settings.has_oracle and any(a.kind == "expert" for a in args.agents):
+            raise ValueError(
+                "--agent expert reads the task's oracle, which an OpenEnv server keeps to "
+                "itself: evaluate the expert on another --env.runtime"
+            )
+        check_runtime(settings, num_envs=args.num_envs)
+    except ValueError as exc:
+        p.error(str(exc))
+    return settings
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -162,7 +203,13 @@ def run_agents(
     """Every agent in turn on the same sessions; the reports after each one."""
     results: list[AgentResult] = []
     reports: list[Path] = []
-    envs = SessionVectorEnv(args.num_envs)
+    runtime = build_runtime(args.sessions)
+    try:
+        envs = vector_env(args.sessions, args.num_envs, runtime=runtime)
+    except BaseException:
+        if runtime is not None:
+            runtime.close()
+        raise
     try:
         for spec in args.agents:
             results.append(
@@ -182,6 +229,8 @@ def run_agents(
             reports = write_reports(args.out, results, settings)
     finally:
         envs.close()
+        if runtime is not None:
+            runtime.close()
     return results, reports
 
 

@@ -14,6 +14,11 @@ client calls them:
 
 Label selectors: ``k=v``, ``k==v``, ``k!=v``, ``k``, ``!k``, comma-joined.
 
+RBAC, in small: ``POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews`` (what
+``kubectl auth can-i`` asks) answers allowed for every namespace but those given to
+:meth:`PodStandIn.forbid`, whose pod calls get 403 Forbidden as an API server without a
+RoleBinding answers them.
+
 The "kubelet": creating a pod runs its container's ``command`` + ``args`` as a real
 local process. Networking is the one design choice: every pod gets its own loopback
 address (``127.77.x.y``; Linux routes all of 127/8 to lo) as ``status.podIP``, and a
@@ -53,6 +58,7 @@ from k8s_kubelet import STOP_GRACE_S, Kubelet, now, stop_process
 from uirl_gym.runtimes.local import descendant_pids
 
 POD_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[a-z0-9-]+)/pods(?:/(?P<name>[^/]+))?$")
+ACCESS_REVIEW_PATH = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 
 
 def _status(code: int, reason: str, message: str) -> dict[str, Any]:
@@ -113,6 +119,7 @@ class PodStandIn:
         live_pids: the pids of pod processes (and their children) still running.
         compact: forget history, so that watches from older versions get 410 Gone.
         drop_watches: end every open watch stream (clients must resume).
+        forbid: refuse every pod call in a namespace (no RoleBinding there).
 
     Attributes:
         calls: API requests served, by kind (``create``, ``read``, ``list``, ``watch``,
@@ -134,6 +141,9 @@ class PodStandIn:
         self._processes: list[subprocess.Popen[bytes]] = []
         self._stoppers: list[threading.Thread] = []
         self.calls: collections.Counter[str] = collections.Counter()
+        self.forbidden: set[str] = set()
+        # Every pod ever created: (namespace, name, labels), in creation order.
+        self.created: list[tuple[str, str, dict[str, str]]] = []
         handler = type("Handler", (_Handler,), {"standin": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -189,6 +199,9 @@ class PodStandIn:
             self._compacted = self._version
             self._events.clear()
 
+    def forbid(self, ns: str) -> None:
+        self.forbidden.add(ns)
+
     def drop_watches(self) -> None:
         with self._cond:
             self._watch_epoch += 1
@@ -229,6 +242,7 @@ class PodStandIn:
                 "conditions": [{"type": "PodScheduled", "status": "True"}],
             }
             self._pods[(ns, name)] = body
+            self.created.append((ns, name, dict(meta.get("labels") or {})))
             self._record("ADDED", ns, body)
             kubelet = self._kubelets[(ns, name)] = Kubelet(
                 body,
@@ -349,7 +363,20 @@ class _Handler(BaseHTTPRequestHandler):
         if found is None:
             self._reply(404, _status(404, "NotFound", f"the stand-in does not serve {url.path}"))
             return None
+        if found["ns"] in self.standin.forbidden:
+            message = (
+                f'pods is forbidden: User "system:anonymous" cannot {self.command.lower()} '
+                f'resource "pods" in API group "" in the namespace "{found["ns"]}"'
+            )
+            self._reply(403, _status(403, "Forbidden", message))
+            return None
         return found["ns"], found["name"], parse_qs(url.query)
+
+    def _review_access(self) -> None:
+        review = self._body()
+        attributes = (review.get("spec") or {}).get("resourceAttributes") or {}
+        allowed = attributes.get("namespace") not in self.standin.forbidden
+        self._reply(201, {**review, "status": {"allowed": allowed}})
 
     def _body(self) -> dict[str, Any]:
         length = int(self.headers.get("Content-Length") or 0)
@@ -360,6 +387,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.standin.calls[kind] += 1
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's names
+        if urlsplit(self.path).path == ACCESS_REVIEW_PATH:
+            self._count("access_review")
+            self._review_access()
+            return
         self._count("create")
         route = self._route()
         if route is not None:
@@ -426,14 +457,18 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 @contextmanager
-def serve_app(app: Any) -> Iterator[str]:
-    """Serve an ASGI app (e.g. the routing proxy) on 127.0.0.1 in a thread; yields its URL."""
+def serve_app(app: Any, port: int = 0) -> Iterator[str]:
+    """Serve an ASGI app (e.g. the routing proxy) on 127.0.0.1 in a thread; yields its URL.
+
+    ``port`` 0 picks a free one; a given port can be served again at once (a restart).
+    """
     sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # asyncio sets TCP_NODELAY only on sockets made with proto=IPPROTO_TCP (uvicorn.run's
     # are; this one is not, nor the connections it accepts): without it each answer
     # waited ~40 ms for a delayed ACK (44 ms per proxied request, 1 ms with it).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
+    sock.bind(("127.0.0.1", port))
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()

@@ -597,4 +597,8 @@ def test_proxy_token_comes_from_the_mounted_secret(
     assert read_proxy_token(str(tmp_path / "absent")) is None  # optional Secret not made
     monkeypatch.setenv("UIRL_PROXY_TOKEN", "from-env")
     assert read_proxy_token(str(tmp_path / "absent")) == "from-env"
-    assert KubernetesRuntimeConfig().proxy_token == "from-env"
+    # The runtime reads the variable when it sends the token, never into its config
+    # (which the trainers save and log).
+    assert KubernetesRuntimeConfig().proxy_token is None
+    assert KubernetesRuntimeConfig().bearer_token() == "from-env"
+    assert KubernetesRuntimeConfig(proxy_token="given").bearer_token() == "given"

@@ -42,6 +42,11 @@ RETRY_STATUS = frozenset({502, 503, 504})
 # it (a session's own 503 means its browser is gone, a repeat would get the same answer;
 # a proxy's 504 is a timeout, see _request).
 GATEWAY_STATUS = frozenset({502})
+# The session is gone, whatever was asked: a router knows no such session (the Kubernetes
+# proxy's 404 after its pod was deleted or evicted; a session server serves every path the
+# client sends), or another session answered at its address (421, nothing done). A failed
+# session, not a refused action: the env replaces it.
+SESSION_GONE_STATUS = frozenset({404, 421})
 # Shorter than the server's keep-alive (runtimes.base.DEFAULT_KEEP_ALIVE_S).
 DEFAULT_MAX_IDLE_S = 30.0
 IMAGE_FORMATS = ("png", "jpeg", "raw")
@@ -60,7 +65,8 @@ class SessionError(Exception):
 
 
 class SessionUnavailableError(SessionError):
-    """The session did not answer (connection refused/reset, timeout, 5xx)."""
+    """The session did not answer (connection refused/reset, timeout, 5xx) or is gone
+    (404 from a router, 421)."""
 
 
 class SessionHTTPError(SessionError):
@@ -199,7 +205,7 @@ class SessionClient:
                 attempt += 1
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
                 continue
-            if response.status_code >= 500:
+            if response.status_code >= 500 or response.status_code in SESSION_GONE_STATUS:
                 raise SessionUnavailableError(
                     f"{method} {path}: HTTP {response.status_code}: {_detail(response)}",
                     self.base_url,

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
@@ -43,6 +44,10 @@ class SessionVectorEnv(VectorEnv):
             (screenshots stacked as uint8 (N, 800, 1280, 3), instructions a tuple).
         autoreset_mode: NEXT_STEP (default), SAME_STEP or DISABLED.
 
+    ``make_env`` makes the sub-envs instead of ``UIEnv(runtime=runtime, **env_kwargs)``:
+    any env with UIEnv's reset/step/close and spaces (e.g.
+    :class:`~uirl_gym.openenv.env.OpenEnvEnv`, sessions on an OpenEnv server).
+
     Methods:
         reset(seed=..., options=...): ``seed`` an int (seed, seed+1, ...) or a list;
             ``options`` a dict for every sub-env, or a list with one dict per sub-env,
@@ -62,12 +67,13 @@ class SessionVectorEnv(VectorEnv):
         max_episode_steps: int | None = None,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
+        make_env: Callable[[], gym.Env] | None = None,
         **env_kwargs: Any,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs: must be >= 1, got {num_envs}")
-        self._owns_runtime = runtime is None
-        if runtime is None:
+        self._owns_runtime = runtime is None and make_env is None
+        if self._owns_runtime:
             from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 
             runtime = LocalRuntime(
@@ -79,9 +85,12 @@ class SessionVectorEnv(VectorEnv):
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self.metadata = {**self.metadata, "autoreset_mode": self.autoreset_mode}
         self.render_mode = render_mode
-        self.envs = [
-            UIEnv(render_mode=render_mode, runtime=runtime, **env_kwargs) for _ in range(num_envs)
-        ]
+        if make_env is None:
+
+            def make_env() -> gym.Env:
+                return UIEnv(render_mode=render_mode, runtime=runtime, **env_kwargs)
+
+        self.envs = [make_env() for _ in range(num_envs)]
         self.single_observation_space = self.envs[0].observation_space
         self.single_action_space = self.envs[0].action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)

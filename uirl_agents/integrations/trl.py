@@ -32,8 +32,10 @@ calls), a tool only says so.
 
 Sessions: each instance holds one warm uirl session (``UIEnv``), reused across episodes
 with in-session resets: the local runtime by default, any :class:`Runtime` (e.g.
-``KubernetesRuntime``) given as ``runtime``, a session server at ``base_url``, or an
-OpenEnv server at ``openenv_url``. Sessions close when their instance is garbage
+``KubernetesRuntime``) given as ``runtime``, or a
+:class:`~uirl_gym.runtimes.settings.RuntimeSettings` (the trainers' ``env.runtime``
+setting: a runtime built from it is shared by the class's instances in this process),
+a session server at ``base_url``, or an OpenEnv server at ``openenv_url``. Sessions close when their instance is garbage
 collected, at :func:`close_environments`, at exit, and on SIGINT/SIGTERM (the local
 runtime's own handlers; its servers also exit when their parent dies).
 """
@@ -44,6 +46,7 @@ import functools
 import inspect
 import logging
 import math
+import os
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
@@ -55,6 +58,7 @@ from PIL import Image
 
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, ActionType
 from uirl_gym.runtimes.base import Runtime
+from uirl_gym.runtimes.settings import RuntimeSettings, build_runtime, check_runtime
 from uirl_gym.tasks import TASKS, task_spec
 
 __all__ = [
@@ -86,7 +90,10 @@ class EnvironmentConfig:
             dataset row names its own ``split``.
         task_options: the task's reset options (a row's ``options`` override them).
         runtime: a shared :class:`Runtime` (e.g. ``KubernetesRuntime``; the caller
-            closes it); None: each instance starts its own local session.
+            closes it), or a ``RuntimeSettings`` (``kubernetes``/``servers``: one runtime
+            built from it, shared by this process's instances; ``openenv``: as
+            ``openenv_url``; ``local``: as None); None: each instance starts its own
+            local session.
         base_url: a running session server instead of a runtime.
         openenv_url: an OpenEnv server (``python -m uirl_gym.openenv``) instead.
         step_timeout_s: how long one action may take.
@@ -98,7 +105,7 @@ class EnvironmentConfig:
     reward_mode: Literal["sparse", "dense"] = "sparse"
     split: str = "train"
     task_options: Mapping[str, Any] = field(default_factory=dict)
-    runtime: Runtime | None = None
+    runtime: Runtime | RuntimeSettings | None = None
     base_url: str | None = None
     openenv_url: str | None = None
     step_timeout_s: float = 30.0
@@ -118,6 +125,10 @@ class EnvironmentConfig:
         sources = [n for n in ("runtime", "base_url", "openenv_url") if getattr(self, n)]
         if len(sources) > 1:
             raise ValueError(f"give one of runtime, base_url, openenv_url; got {sources}")
+        if isinstance(self.runtime, RuntimeSettings):
+            check_runtime(self.runtime, num_envs=1, rank=_rank(), world_size=_world_size())
+            if self.runtime.runtime == "openenv":
+                object.__setattr__(self, "openenv_url", self.runtime.openenv_url)
         if self.openenv_url and self.reward_mode == "dense":
             raise ValueError("reward_mode 'dense' needs the oracle, which OpenEnv does not expose")
 
@@ -166,10 +177,10 @@ class _GymBackend:
         runtime = config.runtime
         self._owned_runtime: Runtime | None = None
         self._warming: threading.Thread | None = None
+        if isinstance(runtime, RuntimeSettings):
+            runtime = None if runtime.runtime == "local" else _shared_runtime(runtime)
         if runtime is None and config.base_url is None:
-            from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
-
-            runtime = self._owned_runtime = LocalRuntime(LocalRuntimeConfig(task=config.task))
+            runtime = self._owned_runtime = build_runtime(RuntimeSettings(), task=config.task)
             self._warming = threading.Thread(target=self._warm, name="uirl-warm", daemon=True)
             self._warming.start()
         self.env = UIEnv(
@@ -230,6 +241,29 @@ class _OpenEnvBackend:
 
     def close(self) -> None:
         self.session.close()
+
+
+# The runtimes built from RuntimeSettings, one per settings object (per class), shared by
+# the instances of this process; the Kubernetes runtime deletes its pods at exit.
+_SHARED_RUNTIMES: dict[int, tuple[RuntimeSettings, Runtime]] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_runtime(settings: RuntimeSettings) -> Runtime:
+    with _SHARED_LOCK:
+        if id(settings) not in _SHARED_RUNTIMES:
+            runtime = build_runtime(settings, rank=_rank(), world_size=_world_size())
+            assert runtime is not None  # not openenv: that goes to _OpenEnvBackend
+            _SHARED_RUNTIMES[id(settings)] = (settings, runtime)
+        return _SHARED_RUNTIMES[id(settings)][1]
+
+
+def _rank() -> int:
+    return int(os.environ.get("RANK", "0"))
+
+
+def _world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
 
 
 def _open_backend(config: EnvironmentConfig) -> EpisodeBackend:
@@ -595,11 +629,15 @@ def make_environment(
             column picks each row's task.
         options: :class:`EnvironmentConfig` fields (``screenshot_size``, ``max_steps``,
             ``reward_mode``, ``split``, ``task_options``, ``runtime``, ``base_url``,
-            ``openenv_url``, ``step_timeout_s``).
+            ``openenv_url``, ``step_timeout_s``); ``runtime`` may also be the mapping of
+            a ``RuntimeSettings`` (a YAML config's).
 
     Raises:
         ValueError: an unknown task or option, or a bad value.
     """
+    if isinstance(options.get("runtime"), Mapping):  # from a YAML config (train_trl.py)
+        # One settings object for every task's class: they share its runtime.
+        options["runtime"] = RuntimeSettings(**options["runtime"])
     if not isinstance(task, str):
         return {
             TASKS[task_name(t)].env_id: make_environment(t, **options)  # type: ignore[misc]

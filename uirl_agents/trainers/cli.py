@@ -68,6 +68,8 @@ def _coerce(value: Any, tp: Any, name: str) -> Any:
             raise ValueError(f"{name}: expected one of {list(args)}, got {value!r}{hint}")
         return value
     if origin is list:
+        if isinstance(value, str):  # the command line's "a,b,c"
+            value = [v for v in value.split(",") if v]
         if not isinstance(value, list | tuple):
             raise ValueError(f"{name}: expected a list, got {value!r}")
         return [_coerce(v, args[0], f"{name}[{i}]") for i, v in enumerate(value)]
@@ -197,7 +199,20 @@ def load_config(
 
 
 def config_to_dict(config: Any) -> dict[str, Any]:
-    return dataclasses.asdict(config)
+    """The config as plain data, secrets (fields with ``metadata["secret"]``, e.g. the
+    proxy's token) left out: it is logged, saved with the run and sent to W&B and the Hub."""
+    data = dataclasses.asdict(config)
+    _drop_secrets(type(config), data)
+    return data
+
+
+def _drop_secrets(cls: type, data: dict[str, Any]) -> None:
+    hints = _hints(cls)
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("secret"):
+            data[f.name] = None
+        elif _is_section(hints[f.name]) and isinstance(data.get(f.name), dict):
+            _drop_secrets(hints[f.name], data[f.name])
 
 
 def save_config(config: Any, path: str | Path) -> None:
@@ -246,7 +261,14 @@ def build_arg_parser(cls: type, description: str) -> argparse.ArgumentParser:
         help="When the run ends, push its result to this Hub repo (same as --hub.repo_id).",
     )
     group = parser.add_argument_group("config fields (override the YAML; values read as YAML)")
-    for name, tp, default, help_text in iter_fields(cls):
+    add_field_options(group, cls)
+    return parser
+
+
+def add_field_options(group: Any, cls: type, prefix: str = "") -> None:
+    """One ``--{prefix}field VALUE`` option per leaf field of ``cls`` (dest
+    ``override:{prefix}field``, absent unless given): :func:`field_overrides` reads them."""
+    for name, tp, default, help_text in iter_fields(cls, prefix):
         group.add_argument(
             f"--{name}",
             dest=f"override:{name}",
@@ -254,7 +276,15 @@ def build_arg_parser(cls: type, description: str) -> argparse.ArgumentParser:
             metavar=_type_name(tp).upper().replace(" ", ""),
             help=_argparse_text(f"{help_text} [default: {default!r}]"),
         )
-    return parser
+
+
+def field_overrides(args: argparse.Namespace, prefix: str = "") -> dict[str, Any]:
+    """``{"section.field": value}`` of the ``--{prefix}...`` options given, ``prefix`` removed."""
+    return {
+        key.removeprefix("override:").removeprefix(prefix): value
+        for key, value in vars(args).items()
+        if key.startswith(f"override:{prefix}")
+    }
 
 
 def parse_args(cls: type[T], argv: list[str] | None, description: str) -> tuple[T, Path]:
@@ -266,13 +296,8 @@ def parse_args(cls: type[T], argv: list[str] | None, description: str) -> tuple[
     """
     parser = build_arg_parser(cls, description)
     args = parser.parse_args(argv)
-    overrides = {
-        key.removeprefix("override:"): value
-        for key, value in vars(args).items()
-        if key.startswith("override:")
-    }
     try:
-        config = load_config(cls, args.config, overrides)
+        config = load_config(cls, args.config, field_overrides(args))
         # Before any work: a run that cannot log its metrics must not start at all.
         check_backends(config.logging.report_to)  # type: ignore[attr-defined]
     except (ValueError, MetricsBackendMissingError) as exc:

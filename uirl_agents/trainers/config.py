@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from uirl_agents.quantization import quantization_mode
+from uirl_gym.runtimes.settings import DENSE_ON_OPENENV, RuntimeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -127,8 +128,9 @@ class ModelConfig:
 
 
 @dataclass
-class EnvConfig:
-    """The sessions each process runs and the task instances they get."""
+class EnvConfig(RuntimeSettings):
+    """The sessions each process runs (where: ``runtime`` and its fields, from
+    :class:`~uirl_gym.runtimes.settings.RuntimeSettings`) and the task instances they get."""
 
     num_envs: int = param(4, help="Sub-envs (browser sessions) per process.")
     tasks: dict[str, float] | None = param(
@@ -444,6 +446,8 @@ class TrainConfig:
             )
         _check(env.num_envs >= 1, "env.num_envs", ">= 1", env.num_envs)
         _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
+        if env.reward_mode == "dense" and not env.has_oracle:
+            raise ValueError(DENSE_ON_OPENENV)
         _check_tasks(env)
         if env.task_seed is not None:
             _check(
@@ -522,6 +526,12 @@ class RSConfig(TrainConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check(self.rs.expert_episodes >= 0, "rs.expert_episodes", ">= 0", self.rs.expert_episodes)
+        if self.rs.expert_episodes and not self.env.has_oracle:
+            raise ValueError(
+                "rs.expert_episodes: the scripted expert reads the task's oracle, which an "
+                "OpenEnv server keeps to itself: set rs.expert_episodes: 0 with env.runtime "
+                "openenv (or record demonstrations elsewhere: rs.demonstrations)"
+            )
         _check_demonstrations(self.rs.demonstrations)
 
 

@@ -2,8 +2,9 @@
 metrics and checkpoints (:class:`TrainingRun`).
 
 Each process (``accelerate launch`` / ``torchrun``, or a plain ``python``) owns its own
-sessions (a :class:`~uirl_gym.runtimes.local.LocalRuntime` and a
-:class:`~uirl_gym.vector.SessionVectorEnv`), collects its own episodes with
+sessions (a runtime from ``env.runtime``, :mod:`uirl_gym.runtimes.settings`: local
+subprocesses, its own Kubernetes pods, its share of ``env.servers`` or its own OpenEnv
+sessions; and a :class:`~uirl_gym.vector.SessionVectorEnv`), collects its own episodes with
 :func:`~uirl_agents.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
 episodes never span processes). Only the main process logs and writes checkpoints.
 
@@ -59,8 +60,7 @@ from uirl_agents.trainers.specs import EVAL_STREAM, TRAIN_STREAM, derive_specs
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
 from uirl_agents.trajectories import Episode, TrajectoryWriter
-from uirl_gym.runtimes.local import LocalRuntime
-from uirl_gym.vector import SessionVectorEnv
+from uirl_gym.runtimes.settings import build_runtime, check_runtime, describe, vector_env
 
 logger = logging.getLogger(__name__)
 
@@ -133,6 +133,10 @@ class TrainingRun:
             )
         self.start_iteration = int(self.state.get("iteration", 0))
         check_backends(config.logging.report_to)  # before any model or session
+        # Unreachable servers, RBAC, too few servers: said now, not after the model loads.
+        check_runtime(
+            config.env, num_envs=config.env.num_envs, rank=self.rank, world_size=self.world_size
+        )
         if config.hub.repo_id is not None and self.is_main:
             require_token(config.hub.repo_id)
         if sharding.launched_with_fsdp():  # the resolved config says what runs
@@ -213,13 +217,25 @@ class TrainingRun:
                 config_to_dict(config),
                 start_step=self.start_iteration + 1,
             )
-        # Sessions last: nothing above can leave browsers behind when it fails.
-        self.runtime = LocalRuntime()
-        self.envs = SessionVectorEnv(
+        # Sessions last: nothing above can leave browsers (or pods) behind when it fails.
+        self.runtime = build_runtime(config.env, rank=self.rank, world_size=self.world_size)
+        try:
+            self.envs = vector_env(
+                config.env,
+                config.env.num_envs,
+                runtime=self.runtime,
+                reward_mode=config.env.reward_mode,
+                image_format=config.env.image_format,
+            )
+        except BaseException:
+            if self.runtime is not None:
+                self.runtime.close()
+            raise
+        logger.info(
+            "process %d: %d sessions on %s",
+            self.rank,
             config.env.num_envs,
-            runtime=self.runtime,
-            reward_mode=config.env.reward_mode,
-            image_format=config.env.image_format,
+            describe(config.env, self.rank, self.world_size),
         )
         self.envs_lock = threading.Lock()
         try:
@@ -283,7 +299,8 @@ class TrainingRun:
         """Stop this process's sessions and flush the metric sinks."""
         self.on_close.close()
         self.envs.close()
-        self.runtime.close()
+        if self.runtime is not None:
+            self.runtime.close()
         if self.metrics is not None:
             self.metrics.close()
 

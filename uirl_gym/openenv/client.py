@@ -21,6 +21,7 @@ from openenv.core import EnvClient
 from openenv.core.client_types import StepResult
 from openenv.core.sync_client import SyncEnvClient
 from pydantic import ValidationError
+from websockets.exceptions import ConnectionClosed
 
 from uirl_gym.actions import Action, to_action
 from uirl_gym.client import decode_image
@@ -35,6 +36,9 @@ from uirl_gym.openenv.models import (
 __all__ = ["OpenEnvSession", "UirlEnvClient", "decode_screenshot", "to_wire_action"]
 
 logger = logging.getLogger(__name__)
+
+# What a lost connection raises (a server that restarted, a dropped socket, no answer).
+CONNECTION_LOST = (ConnectionError, ConnectionClosed, TimeoutError, OSError)
 
 
 class UirlEnvClient(EnvClient[UirlAction, UirlObservation, UirlState]):
@@ -123,8 +127,9 @@ class OpenEnvSession:
       ``info["invalid_action"]``, as ``UIEnv`` does; one that cannot even be sent (an
       unknown type or field) is not sent: reward 0, the last screenshot,
       ``info["invalid_action"]``. A session failure ends the episode truncated with
-      ``info["error"]``; so does a session the server closed for idleness (the next
-      ``reset`` opens a new one).
+      ``info["error"]``; so does a session the server closed for idleness, and a lost
+      connection (the server restarted, the network dropped it): the next ``reset``
+      opens a new session.
 
     Raises (from ``reset``/``step``):
         RuntimeError: the server refused the call: an unknown task or option, a step
@@ -146,6 +151,7 @@ class OpenEnvSession:
             "message_timeout_s": message_timeout_s,
         }
         self._client = self._connect()
+        self._lost = False  # the connection broke: the next reset opens a new session
         self._screenshot: np.ndarray | None = None
         self._is_success = False
 
@@ -155,6 +161,14 @@ class OpenEnvSession:
         client = UirlEnvClient(base_url=self.base_url, **self._timeouts).sync()
         client.connect()
         return client
+
+    def _reconnect(self) -> None:
+        try:
+            self._client.close()
+        except Exception as exc:  # the old socket is gone already
+            logger.debug("closing the lost session: %s", exc)
+        self._client = self._connect()
+        self._lost = False
 
     def reset(
         self,
@@ -169,13 +183,14 @@ class OpenEnvSession:
         """
         kwargs = {"task": task, "seed": seed, "options": dict(options or {})}
         try:
+            if self._lost:
+                raise ConnectionError("the last step lost the connection")
             result = self._client.reset(**kwargs)
-        except RuntimeError as exc:
-            if SESSION_CLOSED not in str(exc):
+        except (RuntimeError, *CONNECTION_LOST) as exc:
+            if isinstance(exc, RuntimeError) and SESSION_CLOSED not in str(exc):
                 raise
-            logger.warning("the server closed this session (%s); opening a new one", exc)
-            self._client.close()
-            self._client = self._connect()
+            logger.warning("this session is gone (%s); opening a new one", exc)
+            self._reconnect()
             result = self._client.reset(**kwargs)
         observation = result.observation
         self._screenshot = decode_screenshot(observation.screenshot)
@@ -195,12 +210,14 @@ class OpenEnvSession:
             return self._screenshot, 0.0, False, False, self._info(invalid_action=message)
         try:
             result = self._client.step(wire)
-        except RuntimeError as exc:
-            if SESSION_CLOSED not in str(exc):
+        except (RuntimeError, *CONNECTION_LOST) as exc:
+            if isinstance(exc, RuntimeError) and SESSION_CLOSED not in str(exc):
                 raise
             # As UIEnv does when its session fails mid-episode: the episode ends
             # truncated with the error; the next reset opens a new session.
-            return self._screenshot, 0.0, False, True, self._info(error=str(exc))
+            self._lost = not isinstance(exc, RuntimeError)
+            error = f"{type(exc).__name__}: {exc}"
+            return self._screenshot, 0.0, False, True, self._info(error=error)
         observation = result.observation
         self._screenshot = decode_screenshot(observation.screenshot)
         self._is_success = observation.is_success

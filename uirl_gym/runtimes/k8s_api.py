@@ -66,7 +66,6 @@ FATAL_WAITING_REASONS = frozenset(
 )
 # Session ids are label values and pod-name suffixes: a DNS label, lowercase.
 SESSION_ID_RE = re.compile(r"^[a-z0-9]([a-z0-9-]{0,46}[a-z0-9])?$")
-LABEL_VALUE_RE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
 
 REQUEST_TIMEOUT_S = (5.0, 30.0)  # (connect, read) of every non-watch call
 WATCH_TIMEOUT_S = 60  # the server ends a watch after this; we resume from the last version
@@ -275,6 +274,7 @@ class PodApi:
 
     Methods:
         create, read, list, patch_annotations, delete: one API call each.
+        can_i: whether this client may use a verb on pods here (an access review).
         watch: a stream of (event type, PodState, resourceVersion); ``stop()`` ends it.
     """
 
@@ -282,6 +282,7 @@ class PodApi:
         self.api_client = api_client
         self.namespace = namespace
         self._core = k8s_client.CoreV1Api(api_client)
+        self._authorization = k8s_client.AuthorizationV1Api(api_client)
 
     def _to_state(self, pod: Any) -> PodState:
         return PodState.from_dict(self.api_client.sanitize_for_serialization(pod))
@@ -356,6 +357,27 @@ class PodApi:
                 return False
             raise
         return True
+
+    def can_i(self, verb: str) -> bool:
+        """Whether this client may ``verb`` pods in the namespace (``kubectl auth can-i``:
+        a SelfSubjectAccessReview, which every authenticated user may make)."""
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {
+                "resourceAttributes": {
+                    "namespace": self.namespace,
+                    "verb": verb,
+                    "resource": "pods",
+                }
+            },
+        }
+        answer = self._call(
+            f"review access to {verb} pods",
+            self._authorization.create_self_subject_access_review,
+            review,
+        )
+        return bool(answer.status is not None and answer.status.allowed)
 
     def watch(self, label_selector: str, resource_version: str) -> PodWatchStream:
         """Changes after ``resource_version``; the server ends the stream after a while."""

@@ -50,12 +50,12 @@ from uirl_gym.runtimes.k8s_api import (
     load_api_client,
     session_selector,
 )
+from uirl_gym.runtimes.k8s_config import DEFAULT_ORPHAN_TTL_S
 
 logger = logging.getLogger(__name__)
 
 TEMPLATE_PACKAGE = "uirl_gym.deploy"
 TEMPLATE_NAME = "session-pod.yaml"
-DEFAULT_ORPHAN_TTL_S = 900.0
 HTTP_POLL_S = 0.1
 
 

@@ -127,7 +127,7 @@ class KubernetesRuntime:
             self._cache,
             manifest_for=lambda sid, token: cfg.pod_manifest(self._template, sid, token),
             proxy_url=cfg.proxy_url,
-            proxy_token=cfg.proxy_token,
+            proxy_token=cfg.bearer_token(),
             startup_timeout_s=cfg.startup_timeout_s,
             is_closed=lambda: self._closed,
         )
