@@ -60,6 +60,46 @@ def test_make(runtime: LocalRuntime) -> None:
     env.close()
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"rewards": "x"}, ValueError, "rewards: expected None or a RewardConfig"),
+        ({"step_timeout_s": -1}, ValueError, "step_timeout_s: expected seconds in 0.5..120"),
+        ({"step_timeout_s": float("nan")}, ValueError, "step_timeout_s: expected seconds"),
+        ({"step_timeout_s": True}, ValueError, "step_timeout_s: expected seconds"),
+        ({"image_format": "gif"}, ValueError, "image_format: expected one of png, jpeg, raw"),
+        ({"render_mode": "human"}, ValueError, "render_mode: expected None or 'rgb_array'"),
+        ({"render_mode": "rgb_array_list"}, ValueError, "render_mode: expected None or"),
+        ({"options": "str"}, TypeError, "unknown argument(s) 'options'"),
+        ({"options": [1]}, TypeError, "reset options go to reset(options=...)"),
+        ({"task": 5}, ValueError, "task: expected a task id such as 'simple_data_entry'"),
+        ({"task": "simple_data_entyr"}, ValueError, "task: unknown task"),
+        ({"default_options": "str"}, ValueError, "default_options: expected a dict"),
+        ({"default_options": {"rows": "x"}}, ValueError, "default_options: rows:"),
+        ({"tasks": "x"}, ValueError, "tasks: expected a dict"),
+        ({"task_options": {"form_fill": 3}}, ValueError, "task_options['form_fill']: expected"),
+        ({"split": 3}, ValueError, "split: expected 'train' or 'test'"),
+        ({"stepp_timeout_s": 3}, TypeError, "did you mean 'step_timeout_s'"),
+    ],
+)
+def test_make_refuses_bad_arguments_naming_them(
+    kwargs: dict, error: type[Exception], message: str
+) -> None:
+    """At gym.make, before any session: each used to be accepted and fail later (every
+    step raised on rewards='x'; requests raised at reset on a negative timeout)."""
+    with pytest.raises(error, match=re.escape(message)):
+        gym.make(ENV_ID, **kwargs)
+
+
+def test_the_instruction_space_holds_any_unicode_text() -> None:
+    space = UIEnv().observation_space["instruction"]
+    assert isinstance(space, gym.spaces.Text)
+    for text in ['Click on the "ÖK" button.', "Klicke auf „Weiter“ 😀", "点击确定", ""]:
+        assert space.contains(text), text
+    assert not space.contains("a\ud800") and not space.contains(3)
+    assert space.contains(space.sample())
+
+
 def test_make_without_importing_uirl_gym() -> None:
     """Gymnasium's module prefix imports the package (no session starts before reset)."""
     code = (

@@ -19,6 +19,7 @@ import time
 
 import uvicorn
 
+from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S
 from uirl_gym.runtimes.base import DEFAULT_KEEP_ALIVE_S, TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.server.app import ServerConfig, create_app
 from uirl_gym.server.backends import BACKEND_ENV_VAR, BrowserBackend, default_backend
@@ -58,6 +59,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_KEEP_ALIVE_S,
         help="how long an idle keep-alive connection stays open; longer than the clients' "
         "idle limit (SessionClient.max_idle_s), so that the client closes it first",
+    )
+    p.add_argument(
+        "--action-timeout-s",
+        type=float,
+        default=DEFAULT_ACTION_TIMEOUT_S,
+        help="how long an action and its screenshot may take when the request does not "
+        "say (GET /act's timeout); past it: 504, and the episode's page is given up",
     )
     p.add_argument("--log-level", default="info")
     p.add_argument(
@@ -105,20 +113,21 @@ def main(argv: list[str] | None = None) -> int:
     sock.listen(128)
     port = sock.getsockname()[1]
     token, token_source = read_token(args.token_file)
-    config = ServerConfig(
-        host=args.host,
-        port=port,
-        task=args.task,
-        browser=args.browser,
-        backend=BrowserBackend(args.backend) if args.backend else default_backend(),
-        session_id=args.session_id,
-        headless=not args.headed,
-        initial_seed=args.initial_seed,
-        initial_options=json.loads(args.initial_options),
-        token=token,
-        docs=args.docs,
-    )
     try:
+        config = ServerConfig(
+            host=args.host,
+            port=port,
+            task=args.task,
+            browser=args.browser,
+            backend=BrowserBackend(args.backend) if args.backend else default_backend(),
+            session_id=args.session_id,
+            headless=not args.headed,
+            initial_seed=args.initial_seed,
+            initial_options=json.loads(args.initial_options),
+            token=token,
+            docs=args.docs,
+            action_timeout_s=args.action_timeout_s,
+        )
         app = create_app(config)
     except (BrowserNotFoundError, ValueError) as exc:
         logger.error("%s", exc)

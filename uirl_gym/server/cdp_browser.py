@@ -80,8 +80,21 @@ CHROMIUM_ARGS = (
 )
 # More Chromium switches, for experiments (space-separated, shell quoting).
 EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
-# Frames on demand (see the module's docstring).
-FRAME_CONTROL_ARGS = ("--enable-begin-frame-control", "--run-all-compositor-stages-before-draw")
+# Frames on demand (see the module's docstring). With them, a scroller that Chromium
+# scrolls on the main thread never finishes the frame its scroll asks for:
+# ``HeadlessExperimental.beginFrame`` went unanswered after a drag that started on
+# SimpleDataEntry's sheet scrollbar (and after a native wheel notch over it), and every
+# capture after it failed with "Another frame is pending". Chromium keeps a scroller on
+# the main thread when compositing it would cost its LCD (subpixel) text; the headless
+# shell draws grayscale text anyway, so composited scrollers cost nothing visible (3
+# pixels of 1,024,000 differ on SimpleDataEntry's first screen, none on the other
+# tasks' measured), and their scrolls (scrollbar drags, keys, wheels) run on the
+# compositor, which answers every frame.
+FRAME_CONTROL_ARGS = (
+    "--enable-begin-frame-control",
+    "--run-all-compositor-stages-before-draw",
+    "--enable-prefer-compositing-to-lcd-text",
+)
 # "0" draws at 60 Hz with the headless shell too (for comparisons and odd apps).
 FRAME_CONTROL_ENV_VAR = "UIRL_FRAMES_ON_DEMAND"
 # Input Chromium delivers to the page with the next frame (rAF-aligned): under frame
@@ -163,6 +176,12 @@ LOAD_TIMEOUT_S = 30.0
 EventRecorder = Any  # Callable[[Mapping[str, Any]], dict[str, Any]]
 
 
+def _set_event() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
+
+
 @dataclass
 class _Tab:
     """One episode's browser context and its page (an attached target)."""
@@ -170,8 +189,11 @@ class _Tab:
     context_id: str
     target_id: str
     session_id: str
+    # Set once the document on the screen has fired ``load`` (cleared when a new document
+    # commits, not by a same-document navigation: a hash link, ``history.pushState``).
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
-    loading: bool = False
+    # Set while no navigation is in flight in the main frame.
+    idle: asyncio.Event = field(default_factory=_set_event)
     url: str = ""  # the app it was loaded with
     screen: tuple[int, int] = DEFAULT_SCREEN  # its viewport (width, height)
     page_scale: float = 1.0
@@ -226,6 +248,10 @@ class CdpBrowserSession:
         self.launches = 0
         # Episodes started in the page of the last one (``new_episode(in_page=True)``).
         self.in_page_episodes = 0
+        # Page targets (target id -> browser context id), and how many a page opened that
+        # were closed (see _on_target_created).
+        self._pages: dict[str, str] = {}
+        self.popups_closed = 0
         self.frames_on_demand = (
             is_headless_shell(executable_path)
             and headless
@@ -242,6 +268,12 @@ class CdpBrowserSession:
             self.executable_path, [*CHROMIUM_ARGS, *frame_args, *extra], headless=self.headless
         )
         self._process.connection.on("__closed__", self._on_closed)
+        self._pages = {}
+        self._process.connection.on("Target.targetCreated", self._on_target_created)
+        self._process.connection.on(
+            "Target.targetDestroyed", lambda p: self._pages.pop(p.get("targetId"), None)
+        )
+        await self._cdp.send("Target.setDiscoverTargets", {"discover": True})
         self.alive = True
         self.launches += 1
         kind = "headless shell" if is_headless_shell(self.executable_path) else "full Chromium"
@@ -265,6 +297,26 @@ class CdpBrowserSession:
         for target in (await self._cdp.send("Target.getTargets"))["targetInfos"]:
             if target["type"] == "page":
                 await self._cdp.send("Target.closeTarget", {"targetId": target["targetId"]})
+
+    def _on_target_created(self, params: dict[str, Any]) -> None:
+        """A second page in an episode's context was opened by its page (a new tab or
+        window): close it. The popup guard keeps pages from opening one; this is the
+        backstop for what it cannot see (a script's ``form.submit()`` to a new window)."""
+        info = params.get("targetInfo", {})
+        if info.get("type") != "page":
+            return
+        target_id, context = info.get("targetId", ""), info.get("browserContextId", "")
+        if context and context in self._pages.values():
+            self.popups_closed += 1
+            logger.warning("the page opened a new tab (%s); closed it", info.get("url"))
+            self._in_background(self._cdp.send("Target.closeTarget", {"targetId": target_id}))
+            return
+        self._pages[target_id] = context
+
+    @property
+    def open_pages(self) -> int:
+        """Page targets open in Chromium (the episode's and the one prepared)."""
+        return len(self._pages)
 
     def _on_closed(self, params: dict[str, Any]) -> None:
         if self.alive:
@@ -378,14 +430,21 @@ class CdpBrowserSession:
     def _listen(self, tab: _Tab) -> None:
         cdp, sid = self._cdp, tab.session_id
 
+        # A navigation starts and stops loading; only one that commits a new document
+        # (``frameNavigated``) waits for that document's ``load``. A same-document one
+        # (``navigatedWithinDocument``: a hash link, ``pushState``) fires no ``load``, and
+        # waiting for one stalled the action until its timeout (MiniWoB's search-engine).
         def started(params: dict[str, Any]) -> None:
             if params.get("frameId") == tab.target_id:
-                tab.loading = True
-                tab.loaded.clear()
+                tab.idle.clear()
 
         def stopped(params: dict[str, Any]) -> None:
             if params.get("frameId") == tab.target_id:
-                tab.loading = False
+                tab.idle.set()
+
+        def navigated(params: dict[str, Any]) -> None:
+            if params.get("frame", {}).get("id") == tab.target_id:
+                tab.loaded.clear()
 
         def load_fired(_params: dict[str, Any]) -> None:
             tab.loaded.set()
@@ -404,6 +463,7 @@ class CdpBrowserSession:
 
         cdp.on("Page.frameStartedLoading", started, sid)
         cdp.on("Page.frameStoppedLoading", stopped, sid)
+        cdp.on("Page.frameNavigated", navigated, sid)
         cdp.on("Page.loadEventFired", load_fired, sid)
         cdp.on("Runtime.executionContextCreated", context_created, sid)
         cdp.on("Runtime.executionContextDestroyed", context_destroyed, sid)
@@ -411,18 +471,25 @@ class CdpBrowserSession:
         cdp.on("Runtime.bindingCalled", lambda p: self._on_binding(tab, p), sid)
 
     async def _navigate(self, tab: _Tab, url: str) -> None:
-        tab.loaded.clear()
         tab.url = url
+        was_loaded = tab.loaded.is_set()
+        # Cleared before: the new document's load event may come before the answer.
+        tab.loaded.clear()
         result = await self._cdp.send(
             "Page.navigate", {"url": url}, session_id=tab.session_id, timeout_s=LOAD_TIMEOUT_S
         )
         if result.get("errorText"):
             raise CdpError(f"loading {url} failed: {result['errorText']}", method="Page.navigate")
+        if not result.get("loaderId") and was_loaded:  # same-document: no load event comes
+            tab.loaded.set()
         await self._wait_loaded(tab)
 
     async def _wait_loaded(self, tab: _Tab) -> None:
+        """Until no navigation is in flight and the document on the screen has loaded."""
         try:
-            await asyncio.wait_for(tab.loaded.wait(), LOAD_TIMEOUT_S)
+            async with asyncio.timeout(LOAD_TIMEOUT_S):
+                await tab.idle.wait()
+                await tab.loaded.wait()
         except TimeoutError:
             raise CdpError(f"the page did not load within {LOAD_TIMEOUT_S:.0f}s") from None
 
@@ -843,7 +910,7 @@ class CdpBrowserSession:
             if not any(s in str(exc) for s in _NAVIGATION_ERRORS):
                 raise
             settled = False
-        if tab.loading or not tab.loaded.is_set():
+        if not (tab.idle.is_set() and tab.loaded.is_set()):
             await self._wait_loaded(tab)
             settled = await self._eval(_SETTLE_JS)
         if not settled:
