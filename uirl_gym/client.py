@@ -169,6 +169,9 @@ class SessionClient:
         self._adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
         self._http.mount("http://", self._adapter)
         self._last_used = 0.0  # monotonic time of the last answer (0: no connection yet)
+        # The server's own time (ms) for the last action and its capture (X-Action-Ms,
+        # X-Capture-Ms): what of a step's wall time the session spent.
+        self.last_server_ms: dict[str, float] = {}
         self._http.headers.update(session_headers(base_url) if headers is None else headers)
 
     def _request(
@@ -301,6 +304,11 @@ class SessionClient:
             params=params,
             timeout=timeout,
         )
+        self.last_server_ms = {
+            part: float(response.headers[header])
+            for part, header in (("action", "X-Action-Ms"), ("capture", "X-Capture-Ms"))
+            if header in response.headers
+        }
         progress_header = response.headers.get("X-Progress")
         progress = json.loads(progress_header) if progress_header else self.progress()
         screen = (

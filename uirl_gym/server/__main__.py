@@ -27,6 +27,14 @@ from uirl_gym.server.chromium import BrowserNotFoundError
 
 logger = logging.getLogger(__name__)
 
+# How long a stopping server lets requests in flight finish before cancelling them. A
+# session is stopped because its client is done with it (or gave up on it): an answer
+# nobody reads is not worth waiting for. uvicorn's 5 s here, plus closing Chromium, was
+# longer than the runtime's grace (runtimes.local.STOP_GRACE_S), so a session stopped
+# with an action in flight (an env dropping a session whose action timed out, under
+# load) was killed ("ignored SIGTERM") instead of closing its browser.
+SHUTDOWN_GRACE_S = 1.0
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m uirl_gym.server", description=__doc__)
@@ -154,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             app,
             log_level=args.log_level,
             access_log=False,
-            timeout_graceful_shutdown=5,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             # uvicorn's default (5 s) closed connections under agents that think longer,
             # racing with their next request (a click sent as the server closed).
             timeout_keep_alive=args.keep_alive_s,  # type: ignore[arg-type]
