@@ -438,6 +438,36 @@ def test_a_drag_from_the_sheet_scrollbar_scrolls_it(client: SessionClient) -> No
         for x0, y0, x1, y1 in [(632, 300, 632, 40), (1279, 0, 0, 799), (630, 780, 20, 20)]:
             response = act(base, action_type="drag", x=x0, y=y0, end_x=x1, end_y=y1)
             assert response.status_code == 200, response.text
+    # What the stall hunt found besides: the viewport's own scrollbar (click-pie's page
+    # is taller and wider than its 160x210 screen), and a textarea's thumb at zoom 3
+    # (screen pixel 320 was page x 106.67, on the thumb's edge).
+    for task, seed, screen, (x0, y0, x1, y1) in [
+        ("miniwob.click-pie", 0, (160, 210), (66, 205, 79, 130)),
+        ("miniwob.copy-paste", 803349411, None, (320, 292, 149, 472)),
+    ]:
+        client.reset(seed=seed, task=task, screen=screen)
+        response = act(base, action_type="drag", x=x0, y=y0, end_x=x1, end_y=y1)
+        assert response.status_code == 200, (task, response.text)
+        assert act(base, action_type="screenshot").status_code == 200
+    page = client.oracle()  # the scrollbar moved the textarea's text
+    assert page["elements"] and client.progress()["done"] is False
+
+
+def test_an_agent_that_tabbed_out_of_the_page_still_gets_a_reset(client: SessionClient) -> None:
+    """Tab past the last field leaves the document unfocused; a MiniWoB++ episode that
+    restarts in its page then failed to clear the clipboard at every reset (500)."""
+    base = client.base_url
+    client.reset(seed=1, task="miniwob.use-slider", screen=(160, 210))
+    for params in [
+        {"action_type": "left_click", "x": 40, "y": 117},
+        {"action_type": "type", "text": "tab\tstop"},
+        {"action_type": "keys", "keys": "f10"},
+        {"action_type": "keys", "keys": "tab"},
+    ]:
+        assert act(base, **params).status_code == 200
+    started = client.reset(seed=2, task="miniwob.use-slider", screen=(160, 210))
+    assert started["instruction"]
+    assert act(base, action_type="left_click", x=40, y=117).status_code == 200
 
 
 def test_same_document_navigation_settles_and_search_engine_is_solved(

@@ -32,6 +32,7 @@ import asyncio
 import base64
 import io
 import logging
+import math
 import os
 import shlex
 import time
@@ -80,21 +81,8 @@ CHROMIUM_ARGS = (
 )
 # More Chromium switches, for experiments (space-separated, shell quoting).
 EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
-# Frames on demand (see the module's docstring). With them, a scroller that Chromium
-# scrolls on the main thread never finishes the frame its scroll asks for:
-# ``HeadlessExperimental.beginFrame`` went unanswered after a drag that started on
-# SimpleDataEntry's sheet scrollbar (and after a native wheel notch over it), and every
-# capture after it failed with "Another frame is pending". Chromium keeps a scroller on
-# the main thread when compositing it would cost its LCD (subpixel) text; the headless
-# shell draws grayscale text anyway, so composited scrollers cost nothing visible (3
-# pixels of 1,024,000 differ on SimpleDataEntry's first screen, none on the other
-# tasks' measured), and their scrolls (scrollbar drags, keys, wheels) run on the
-# compositor, which answers every frame.
-FRAME_CONTROL_ARGS = (
-    "--enable-begin-frame-control",
-    "--run-all-compositor-stages-before-draw",
-    "--enable-prefer-compositing-to-lcd-text",
-)
+# Frames on demand (see the module's docstring).
+FRAME_CONTROL_ARGS = ("--enable-begin-frame-control", "--run-all-compositor-stages-before-draw")
 # "0" draws at 60 Hz with the headless shell too (for comparisons and odd apps).
 FRAME_CONTROL_ENV_VAR = "UIRL_FRAMES_ON_DEMAND"
 # Input Chromium delivers to the page with the next frame (rAF-aligned): under frame
@@ -167,6 +155,24 @@ _WHEEL_JS = """(({x, y, dx, dy}) => {
     if (el === root) break;
   }
   return "nothing to scroll";
+})"""
+# Whether a page point is on a scrollbar: the viewport's (no element there), or the
+# part of an element's border box outside its client area and borders.
+_ON_SCROLLBAR_JS = """((x, y) => {
+  const el = document.elementFromPoint(x, y);
+  if (!el) return x >= 0 && y >= 0 && x < innerWidth && y < innerHeight;
+  const box = el.getBoundingClientRect();
+  const style = getComputedStyle(el);
+  const left = box.left + el.clientLeft, top = box.top + el.clientTop;
+  const right = box.right - parseFloat(style.borderRightWidth);
+  const bottom = box.bottom - parseFloat(style.borderBottomWidth);
+  const inX = x >= left && x < right, inY = y >= top && y < bottom;
+  const vertical = el.offsetWidth - el.clientWidth - el.clientLeft
+    - parseFloat(style.borderRightWidth) > 0;
+  const horizontal = el.offsetHeight - el.clientHeight - el.clientTop
+    - parseFloat(style.borderBottomWidth) > 0;
+  return (vertical && inY && x >= left + el.clientWidth && x < right) ||
+    (horizontal && inX && y >= top + el.clientHeight && y < bottom);
 })"""
 _TWO_FRAMES_JS = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
 _NAVIGATION_ERRORS = ("context was destroyed", "Cannot find context", "navigated or closed")
@@ -559,8 +565,12 @@ class CdpBrowserSession:
             self._page_scale = page_scale
             tab.page_scale = page_scale
             await self._apply_page_scale()
+        # The document takes the focus back first, as a fresh page has it: an agent that
+        # tabbed out of it (past the last field) left it unfocused, and clearing the
+        # clipboard then failed ("Document is not focused") at every in-page reset.
         loaded = await self._eval(
-            f"(async () => {{ const loaded = await {_js_call('window.uirlLoad', app_state)}; "
+            f"(async () => {{ window.focus(); "
+            f"const loaded = await {_js_call('window.uirlLoad', app_state)}; "
             "await navigator.clipboard.writeText(''); return loaded ?? null; })()"
         )
         self._app_state = app_state
@@ -723,13 +733,15 @@ class CdpBrowserSession:
             await self._drag(action)
         await self._settle()
 
-    async def _input(self, method: str, params: dict[str, Any]) -> None:
+    async def _input(self, method: str, params: dict[str, Any], *, frames: bool = True) -> None:
+        """Dispatch an input event; a frame-aligned one is delivered by frames begun
+        until Chromium acknowledges it (``frames=False``: by the next frame anyone begins)."""
         session_id = self._current().session_id
-        if self._page_scale != 1.0 and "x" in params:
-            # Chromium takes pointer coordinates in page pixels, whatever the pinch zoom.
-            s = self._page_scale
-            params = {**params, "x": params["x"] / s, "y": params["y"] / s}
-        if not (self.frames_on_demand and params.get("type") in _FRAME_ALIGNED_MOUSE_EVENTS):
+        if "x" in params:
+            x, y = self._page_point(params["x"], params["y"])
+            params = {**params, "x": x, "y": y}
+        aligned = params.get("type") in _FRAME_ALIGNED_MOUSE_EVENTS
+        if not (self.frames_on_demand and aligned and frames):
             await self._cdp.send(method, params, session_id=session_id)
             return
         sent = asyncio.ensure_future(self._cdp.send(method, params, session_id=session_id))
@@ -744,6 +756,17 @@ class CdpBrowserSession:
             # acknowledges the event (or the command times out).
             await asyncio.wait({sent}, timeout=0.003 if frames < 4 else 0.016)
         await sent
+
+    def _page_point(self, x: float, y: float) -> tuple[int, int]:
+        """The page pixel under a screen point (Chromium takes pointer input in page
+        pixels, whatever the pinch zoom): the pixel's corner, as at zoom 1, never a
+        fraction. At a fractional point on the edge of a scrollbar's thumb (screen pixel
+        320 at zoom 3 is page x 106.67) the compositor and the page disagreed about what
+        was pressed, and the drag that followed left ``beginFrame`` unanswered for good
+        (MiniWoB's copy-paste at zoom 2 and 3, found by the stall hunt); a drag's steps
+        between its ends are whole pixels too."""
+        s = self._page_scale
+        return math.floor(x / s), math.floor(y / s)
 
     async def _begin_frame(self, screenshot: dict[str, Any] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {} if screenshot is None else {"screenshot": screenshot}
@@ -779,18 +802,32 @@ class CdpBrowserSession:
         the events a person's drag sends (pointer-event drags, selections, sliders)."""
         x0, y0, x1, y1 = action.x, action.y, action.end_x, action.end_y
         await self._mouse_move(x0, y0)  # type: ignore[arg-type]
+        # Frames begun between the moves of a drag that holds a scrollbar's thumb stop
+        # Chromium for good (measured: Chromium 156's headless shell, ``beginFrame``
+        # unanswered after the second move, on the viewport's scrollbars). So a drag that
+        # starts on a scrollbar moves once, to its end, and one frame delivers that move
+        # before the release (Chromium scrolls for one thumb move per frame): the thumb
+        # ends where it is dropped, as at 60 Hz. Nothing else is lost: a page gets no
+        # mousemove while a scrollbar holds the pointer.
+        on_scrollbar = self.frames_on_demand and await self._eval(
+            _js_call(_ON_SCROLLBAR_JS, *self._page_point(x0, y0))  # type: ignore[arg-type]
+        )
         left = _BUTTON_BITS["left"]
         press = {"button": "left", "buttons": left, "clickCount": 1}
         await self._input(
             "Input.dispatchMouseEvent", {"type": "mousePressed", "x": x0, "y": y0, **press}
         )
-        for i in range(1, DRAG_MOVE_STEPS + 1):
-            x = x0 + (x1 - x0) * i / DRAG_MOVE_STEPS  # type: ignore[operator]
-            y = y0 + (y1 - y0) * i / DRAG_MOVE_STEPS  # type: ignore[operator]
-            await self._input(
-                "Input.dispatchMouseEvent",
-                {"type": "mouseMoved", "x": x, "y": y, "button": "left", "buttons": left},
-            )
+        steps = 1 if on_scrollbar else DRAG_MOVE_STEPS
+        for i in range(1, steps + 1):
+            x = x0 + (x1 - x0) * i / steps  # type: ignore[operator]
+            y = y0 + (y1 - y0) * i / steps  # type: ignore[operator]
+            move = {"type": "mouseMoved", "x": x, "y": y, "button": "left", "buttons": left}
+            if on_scrollbar:
+                self._in_background(self._input("Input.dispatchMouseEvent", move, frames=False))
+                await asyncio.sleep(0)  # its task writes it to the pipe before the frame
+                await self._begin_frame()
+            else:
+                await self._input("Input.dispatchMouseEvent", move)
         self._mouse = (x1, y1)  # type: ignore[assignment]
         await self._input(
             "Input.dispatchMouseEvent",
@@ -813,8 +850,8 @@ class CdpBrowserSession:
         ]
         x, y = self._mouse
         if self.frames_on_demand:
-            s = self._page_scale  # elementFromPoint takes page pixels
-            wheel = {"x": x / s, "y": y / s, "dx": dx, "dy": dy}
+            page_x, page_y = self._page_point(x, y)  # elementFromPoint takes page pixels
+            wheel = {"x": page_x, "y": page_y, "dx": dx, "dy": dy}
             await self._eval(f"{_WHEEL_JS}({orjson.dumps(wheel).decode()})")
         else:
             await self._input(
