@@ -284,18 +284,13 @@ class SessionSlot:
             )
         return self.client
 
-    def replace(self) -> None:
+    def release(self, *, healthy: bool = True) -> None:
+        """Give the session back (unhealthy: the runtime stops it; the next ``get``
+        starts or takes another, which is a session replaced)."""
         if self.client is not None:
             self.client.close()
         if self.info is not None:
-            self.runtime.release(self.info, healthy=False)
-        self.info, self.client = None, None
-
-    def release(self) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.info is not None:
-            self.runtime.release(self.info, healthy=True)
+            self.runtime.release(self.info, healthy=healthy)
         self.info, self.client = None, None
 
 
@@ -319,7 +314,7 @@ def play_unit(unit: Unit, config: HuntConfig, slot: SessionSlot) -> UnitResult:
         except SessionError as exc:
             result.errors.append({"step": done, "action": "reset", "error": str(exc)[:500]})
             result.replaced += 1
-            slot.replace()
+            slot.release(healthy=False)
             done += config.episode_steps  # a unit that cannot reset must still end
             continue
         stream = sampler.actions()
@@ -331,7 +326,7 @@ def play_unit(unit: Unit, config: HuntConfig, slot: SessionSlot) -> UnitResult:
             if fatal is not None:
                 if fatal == "replace":
                     result.replaced += 1
-                    slot.replace()
+                    slot.release(healthy=False)
                 break  # a new episode (a fresh page) after any error
     try:
         health = slot.get().health()

@@ -38,6 +38,8 @@ from urllib.parse import parse_qs, urlsplit
 from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
 from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
 
+from uirl_gym.server.guards import send_json
+
 logger = logging.getLogger(__name__)
 
 Scope = MutableMapping[str, Any]
@@ -148,7 +150,7 @@ class OpenEnvGuard:
                 return  # the client went away
             body += message.get("body", b"")
             if len(body) > MAX_MCP_BODY_BYTES:
-                await _json_response(send, 413, {"detail": "request body too large"})
+                await send_json(send, 413, {"detail": "request body too large"})
                 return
             if not message.get("more_body"):
                 break
@@ -158,7 +160,7 @@ class OpenEnvGuard:
             answer = JsonRpcResponse.error_response(
                 JsonRpcErrorCode.METHOD_NOT_FOUND, reason, request_id=request_id
             )
-            await _json_response(send, 200, answer.model_dump())
+            await send_json(send, 200, answer.model_dump())
             return
         sent = False
 
@@ -302,19 +304,4 @@ async def _refuse(scope: Scope, send: Send, reason: str) -> None:
         # Closing before accepting answers the handshake with 403.
         await send({"type": "websocket.close", "code": POLICY_VIOLATION, "reason": reason[:120]})
         return
-    await _json_response(send, 403, {"detail": reason})
-
-
-async def _json_response(send: Send, status: int, body: Any) -> None:
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
+    await send_json(send, 403, {"detail": reason})
