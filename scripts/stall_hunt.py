@@ -535,6 +535,25 @@ def markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def write_doc(doc: Path, summary: dict[str, Any], *, config_steps: int) -> None:
+    """Replace what stands between the ``stall_hunt`` markers of ``doc``."""
+    start, end = "<!-- stall_hunt:start -->", "<!-- stall_hunt:end -->"
+    text = doc.read_text("utf-8")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    when = time.strftime("%Y-%m-%d")
+    done = (
+        ""
+        if summary["steps"] >= config_steps
+        else (f" (in progress: {summary['steps']} of {config_steps} steps when written)")
+    )
+    body = (
+        f"Command: `python scripts/stall_hunt.py --steps {config_steps}`; {when}, "
+        f"{os.cpu_count()} cores, shared with other jobs{done}.\n\n{markdown(summary)}\n"
+    )
+    doc.write_text(f"{head}{start}\n{body}{end}{tail}", "utf-8")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     defaults = HuntConfig()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -547,6 +566,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=defaults.seed)
     p.add_argument("--step-timeout-s", type=float, default=defaults.step_timeout_s)
     p.add_argument("--report", action="store_true", help="only summarize what --out holds")
+    p.add_argument(
+        "--doc",
+        type=Path,
+        help="write the table between the stall_hunt markers of this file (docs/benchmarks.md)",
+    )
     return p.parse_args(argv)
 
 
@@ -578,6 +602,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(read_units(args.out / "units.jsonl"))
     (args.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(markdown(summary))
+    if args.doc:
+        write_doc(args.doc, summary, config_steps=args.steps)
     for error in summary["errors"][:50]:
         print("ERROR", json.dumps(error))
     for slow in summary["slow"][:20]:

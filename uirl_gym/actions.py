@@ -38,8 +38,8 @@ SCROLL_NOTCH_PX = 100
 # Pointer moves between a drag's press and release (pages following mousemove see them).
 DRAG_MOVE_STEPS = 8
 # How long a session may take to perform an action and capture its screenshot (``GET
-# /act``'s ``timeout``, the env's ``step_timeout_s``): the slowest action of the stall
-# hunt on a loaded 2-core machine took well under 2 s (docs/benchmarks.md), so an action
+# /act``'s ``timeout``, the env's ``step_timeout_s``): the stall hunt's slowest action
+# took 2.5 s on a 2-core machine at a load of 18-28 (docs/benchmarks.md), so an action
 # past this is a page that hangs, which then costs this long and one episode.
 DEFAULT_ACTION_TIMEOUT_S = 10.0
 MIN_ACTION_TIMEOUT_S = 0.5
