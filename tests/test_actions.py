@@ -66,6 +66,12 @@ def test_round_trips() -> None:
         ({"type": "keys", "keys": "é"}, "is not a key on the keyboard"),
         ({"type": "keys", "keys": "ctrl+你"}, "use action_type=type with text='你'"),
         ({"kind": "left_click"}, "Unknown action fields ['kind']"),
+        # A model's JSON can carry half a UTF-16 pair ("\ud800"): no character, no UTF-8.
+        ({"type": "type", "text": "a\ud800b"}, "text: U+D800 at index 1 is a lone surrogate"),
+        ({"type": "keys", "keys": "\udc00"}, "keys: U+DC00 at index 0 is a lone surrogate"),
+        # Strings and booleans are no integers, whatever Python or Pydantic would coerce.
+        ({"type": "left_click", "x": "10", "y": 5}, "x: must be an integer, got '10'"),
+        ({"type": "left_click", "x": True, "y": 5}, "x: must be an integer, got True"),
         (None, "no action"),
         ("left_click", "Expected an Action"),
     ],

@@ -60,6 +60,46 @@ def test_make(runtime: LocalRuntime) -> None:
     env.close()
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"rewards": "x"}, ValueError, "rewards: expected None or a RewardConfig"),
+        ({"step_timeout_s": -1}, ValueError, "step_timeout_s: expected seconds in 0.5..120"),
+        ({"step_timeout_s": float("nan")}, ValueError, "step_timeout_s: expected seconds"),
+        ({"step_timeout_s": True}, ValueError, "step_timeout_s: expected seconds"),
+        ({"image_format": "gif"}, ValueError, "image_format: expected one of png, jpeg, raw"),
+        ({"render_mode": "human"}, ValueError, "render_mode: expected None or 'rgb_array'"),
+        ({"render_mode": "rgb_array_list"}, ValueError, "render_mode: expected None or"),
+        ({"options": "str"}, TypeError, "unknown argument(s) 'options'"),
+        ({"options": [1]}, TypeError, "reset options go to reset(options=...)"),
+        ({"task": 5}, ValueError, "task: expected a task id such as 'simple_data_entry'"),
+        ({"task": "simple_data_entyr"}, ValueError, "task: unknown task"),
+        ({"default_options": "str"}, ValueError, "default_options: expected a dict"),
+        ({"default_options": {"rows": "x"}}, ValueError, "default_options: rows:"),
+        ({"tasks": "x"}, ValueError, "tasks: expected a dict"),
+        ({"task_options": {"form_fill": 3}}, ValueError, "task_options['form_fill']: expected"),
+        ({"split": 3}, ValueError, "split: expected 'train' or 'test'"),
+        ({"stepp_timeout_s": 3}, TypeError, "did you mean 'step_timeout_s'"),
+    ],
+)
+def test_make_refuses_bad_arguments_naming_them(
+    kwargs: dict, error: type[Exception], message: str
+) -> None:
+    """At gym.make, before any session: each used to be accepted and fail later (every
+    step raised on rewards='x'; requests raised at reset on a negative timeout)."""
+    with pytest.raises(error, match=re.escape(message)):
+        gym.make(ENV_ID, **kwargs)
+
+
+def test_the_instruction_space_holds_any_unicode_text() -> None:
+    space = UIEnv().observation_space["instruction"]
+    assert isinstance(space, gym.spaces.Text)
+    for text in ['Click on the "ÖK" button.', "Klicke auf „Weiter“ 😀", "点击确定", ""]:
+        assert space.contains(text), text
+    assert not space.contains("a\ud800") and not space.contains(3)
+    assert space.contains(space.sample())
+
+
 def test_make_without_importing_uirl_gym() -> None:
     """Gymnasium's module prefix imports the package (no session starts before reset)."""
     code = (
@@ -147,6 +187,17 @@ def test_invalid_and_finish_actions(env: gym.Env) -> None:
     assert "unknown key" in info["invalid_action"]
     _, reward, terminated, _, info = env.step(Action(ActionType.FINISH))
     assert terminated and reward == 0.0 and info["is_success"] is False
+
+
+def test_a_lone_surrogate_is_an_invalid_action(env: gym.Env) -> None:
+    """ "\\ud800" (half a UTF-16 pair, as a model's JSON can carry) raised
+    UnicodeEncodeError from step; now it is refused like any bad field."""
+    env.reset(seed=1)
+    for action in ({"type": "type", "text": "ok\ud800"}, {"type": "keys", "keys": "\udfff"}):
+        _, reward, terminated, truncated, info = env.step(action)
+        assert "lone surrogate" in info["invalid_action"] and reward == -0.1
+        assert not (terminated or truncated)
+    assert "invalid_action" not in env.step({"type": "type", "text": "😀 ÖK"})[4]
 
 
 def test_random_agent_rewards_stay_in_bounds(runtime: LocalRuntime) -> None:
@@ -418,3 +469,80 @@ def test_drag_selects_text_like_a_person(runtime: LocalRuntime, backend: str) ->
         env.close()
         if own is not None:
             own.close()
+
+
+HANGING_TASK = """
+import dataclasses
+from importlib import resources
+
+from uirl_gym.tasks.simple_data_entry import TASK_SPEC as _BASE
+
+
+class HangingTask(_BASE.task):
+    \"\"\"SimpleDataEntry, but a click in the top-left corner runs an endless loop.\"\"\"
+
+    name = "hanging_demo"
+
+    def page_html(self):
+        hang = (
+            "<script>addEventListener('mousedown', (e) => {"
+            " if (e.clientX < 4 && e.clientY < 4) { while (true) {} } }, true);</script>"
+        )
+        app = resources.files("uirl_gym.tasks.simple_data_entry") / "static" / "app.html"
+        return app.read_text("utf-8").replace("</body>", hang + "</body>")
+
+
+TASK_SPEC = dataclasses.replace(
+    _BASE, name="hanging_demo", env_id="uirl/HangingDemo-v0", task=HangingTask, doc=None
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def hanging_task(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A plug-in task whose page hangs on demand, found by this process and by the
+    session servers (its folder on their PYTHONPATH); undone afterwards."""
+    from uirl_gym.tasks import TASKS, discover_tasks
+
+    root = tmp_path_factory.mktemp("plugin")
+    (root / "uirl_hanging_demo.py").write_text(HANGING_TASK)
+    dist = root / "uirl_hanging_demo-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: uirl-hanging-demo\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[uirl.tasks]\nhang = uirl_hanging_demo:TASK_SPEC\n")
+    old_path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), old_path]))
+    sys.path.insert(0, str(root))
+    try:
+        discover_tasks()
+        yield "hanging_demo"
+    finally:
+        sys.path.remove(str(root))
+        if old_path is None:
+            os.environ.pop("PYTHONPATH")
+        else:
+            os.environ["PYTHONPATH"] = old_path
+        TASKS.pop("hanging_demo", None)
+        gym.registry.pop("uirl/HangingDemo-v0", None)
+
+
+def test_a_page_that_hangs_costs_its_deadline_and_one_episode(hanging_task: str) -> None:
+    """An endless loop in the page: the step answers after step_timeout_s (not 30 s),
+    the episode ends truncated with the error, the session is kept (no replacement),
+    and the next reset gets a fresh page that works."""
+    with LocalRuntime() as runtime:
+        env = gym.make("uirl/HangingDemo-v0", runtime=runtime, step_timeout_s=2.0)
+        try:
+            env.reset(seed=0)
+            session = env.unwrapped.session
+            _, reward, terminated, truncated, info = env.step(Action(ActionType.LEFT_CLICK, 1, 1))
+            assert truncated and not terminated and reward == 0.0
+            assert "ActionTimeoutError" in info["error"] and "within 2s" in info["error"]
+            assert env.unwrapped.timings == {} or env.unwrapped.timings.get("act_s", 0) < 10
+            obs, _ = env.reset(seed=0)
+            assert env.unwrapped.session == session  # the same session, a fresh page
+            _, _, terminated, truncated, info = env.step(Action(ActionType.LEFT_CLICK, 100, 130))
+            assert not (terminated or truncated) and "error" not in info
+            assert env.unwrapped.oracle()["selected_cell"] is not None
+        finally:
+            env.close()

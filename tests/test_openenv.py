@@ -4,7 +4,10 @@ actions as errors, sessions closed on disconnect, what the app does not expose."
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
+import re
 import socket
 import subprocess
 import sys
@@ -13,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 import requests
@@ -24,8 +27,11 @@ pytest.importorskip("openenv", reason="needs the openenv extra: pip install -e '
 
 import uvicorn  # noqa: E402
 from processes import running  # noqa: E402
+from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
+from websockets.sync.client import connect as ws_connect  # noqa: E402
 
-from uirl_gym.actions import ActionType  # noqa: E402
+from uirl_gym.actions import ActionType, to_action  # noqa: E402
+from uirl_gym.env import UIEnv  # noqa: E402
 from uirl_gym.openenv import (  # noqa: E402
     OpenEnvSession,
     ServerConfig,
@@ -69,12 +75,9 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
         time.sleep(0.05)
 
 
-@pytest.fixture(scope="module")
-def server_url() -> Iterator[str]:
+@contextlib.contextmanager
+def serving(config: ServerConfig) -> Iterator[str]:
     """The app in a uvicorn thread on a free port (sessions: real Chromium)."""
-    config = ServerConfig(
-        max_sessions=3, max_steps=40, local=LocalRuntimeConfig(startup_timeout_s=120)
-    )
     app = make_app(config, environment=RecordingEnvironment)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
@@ -88,6 +91,17 @@ def server_url() -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def server_url() -> Iterator[str]:
+    config = ServerConfig(
+        max_sessions=3, max_steps=40, local=LocalRuntimeConfig(startup_timeout_s=120)
+    )
+    try:
+        with serving(config) as url:
+            yield url
+    finally:
         for env in RecordingEnvironment.instances:
             env.close()
 
@@ -146,14 +160,15 @@ def test_two_concurrent_sessions_rewards_errors_and_disconnect(server_url: str) 
         assert "needs both coordinates" in info["invalid_action"] and reward < 0
         _shot, reward, _t, _tr, info = session.step({"type": "keys", "keys": "ctrl+nokey"})
         assert "unknown key" in info["invalid_action"]
-        # ... one of the wrong shape is not even sent.
+        # A value UIEnv refuses is refused the same way here (one validation).
+        _shot, reward, _t, _tr, info = session.step({"type": "left_click", "x": 1.5, "y": 2})
+        assert "x: must be an integer, got 1.5" in info["invalid_action"] and reward < 0
+        # ... one that is no action at all is not even sent.
         _shot, reward, _t, _tr, info = session.step({"type": "fly", "x": 1})
         assert "unknown 'fly'" in info["invalid_action"] and reward == 0.0
-        _shot, reward, _t, _tr, info = session.step({"type": "left_click", "x": 1.5, "y": 2})
-        assert "x" in info["invalid_action"] and reward == 0.0
         # Wrong-shape messages from any client come back as OpenEnv error frames.
         with pytest.raises(RuntimeError, match="VALIDATION_ERROR"):
-            expert_client.step(UirlAction.model_construct(action_type="fly"))
+            expert_client.step(UirlAction.model_construct())
         with pytest.raises(RuntimeError, match="Did you mean 'uirl/FormFill-v0'"):
             expert_client.reset(task="uirl/FormFil-v0")
         with pytest.raises(RuntimeError, match="episode has ended|no episode is running"):
@@ -168,7 +183,7 @@ def test_two_concurrent_sessions_rewards_errors_and_disconnect(server_url: str) 
         again = expert_client.reset(task=SDE, seed=0, options={"num_rows": 1})
         assert again.observation.instruction == reset.observation.instruction  # same seed
         # The refused actions counted as steps; the ones never sent did not.
-        assert session.state().step_count == sn_steps + 4
+        assert session.state().step_count == sn_steps + 5
 
         # Disconnect closes the session: its server and Chromium are gone.
         server_pid = sde._runtime.pid(sde.env.session)
@@ -324,3 +339,92 @@ def test_uirl_gym_imports_without_openenv_and_openenv_part_without_torch() -> No
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr[-3000:]
+
+
+def _ws_url(http_url: str) -> str:
+    return http_url.replace("http://", "ws://") + "/ws"
+
+
+def _send(ws: Any, frame: str | bytes) -> dict[str, Any]:
+    ws.send(frame)
+    return json.loads(ws.recv(timeout=60))
+
+
+def test_foreign_origins_and_hosts_and_session_ids_are_refused(server_url: str) -> None:
+    """A page on another site could open /ws (browsers apply no CORS to WebSockets) and
+    start browsers, or POST text/plain to /mcp and hold slots; a DNS name rebound to
+    127.0.0.1 could too. And no client reaches another's session by its id."""
+    evil = {"Origin": "http://evil.example"}
+    with pytest.raises(InvalidStatus) as refused:
+        ws_connect(_ws_url(server_url), additional_headers=evil, open_timeout=10)
+    assert refused.value.response.status_code == 403
+    create = '{"jsonrpc": "2.0", "id": 1, "method": "openenv/session/create", "params": {}}'
+    posted = requests.post(
+        f"{server_url}/mcp", data=create, headers={**evil, "Content-Type": "text/plain"}, timeout=10
+    )
+    assert posted.status_code == 403 and "evil.example" in posted.json()["detail"]
+    rebound = requests.get(f"{server_url}/health", headers={"Host": "evil.example"}, timeout=10)
+    assert rebound.status_code == 403 and "Host" in rebound.json()["detail"]
+    # The server's own page, and clients that send no Origin, are served.
+    own = requests.get(f"{server_url}/health", headers={"Origin": server_url}, timeout=10)
+    assert own.status_code == 200
+    # Sessions are WebSockets: none is made, attached to or closed by id.
+    answer = requests.post(f"{server_url}/mcp", data=create, timeout=10).json()
+    assert "WebSocket sessions" in answer["error"]["message"]
+    with pytest.raises(InvalidStatus):
+        ws_connect(_ws_url(server_url) + "?session_id=abc", open_timeout=10)
+    with ws_connect(_ws_url(server_url), open_timeout=10) as ws:
+        close = {"type": "mcp", "data": {"jsonrpc": "2.0", "id": 2,
+                 "method": "openenv/session/close", "params": {"session_id": "x"}}}  # fmt: skip
+        error = _send(ws, json.dumps(close))
+        assert error["type"] == "error" and "is its WebSocket" in error["data"]["message"]
+
+
+def test_bad_frames_are_errors_and_values_are_checked_as_by_uienv(server_url: str) -> None:
+    """Each of these frames ended the session (SESSION_ERROR, socket closed, episode and
+    browser gone); now each gets an error frame and the session goes on. And a value
+    UIEnv refuses (x: "10", x: true, a lone surrogate) is the same invalid action."""
+    deep = "[" * 3000 + "]" * 3000
+    nested = '{"type": "step", "data": {"action_type": "type", "text": ' + deep + "}}"
+    # Deep enough to stall a validator or a repr, within what json.loads takes.
+    moderate = json.dumps({"type": "step", "data": {"x": json.loads("[" * 200 + "]" * 200)}})
+    with ws_connect(_ws_url(server_url), open_timeout=10, max_size=None) as ws:
+        for frame in ["[1, 2]", "42", "null", '"reset"', b"\x00\x01", deep, nested, moderate]:
+            error = _send(ws, frame)
+            assert error["type"] == "error", frame
+            assert error["data"]["code"] == "INVALID_JSON", (frame, error)
+        reset = _send(ws, json.dumps({"type": "reset", "data": {"task": SN, "seed": 1}}))
+        assert reset["type"] == "observation", reset
+        env = UIEnv(task="settings_nav")  # what gym.make's env says about the same values
+        for action, expected in [
+            ({"action_type": "left_click", "x": "10", "y": 5}, "x: must be an integer, got '10'"),
+            ({"action_type": "left_click", "x": True, "y": 5}, "x: must be an integer, got True"),
+            ({"action_type": "type", "text": "\ud800"}, "lone surrogate"),
+        ]:
+            # json.dumps writes the surrogate as the escape "\ud800", as a model's JSON would.
+            step = _send(ws, json.dumps({"type": "step", "data": action}))
+            observation = step["data"]["observation"]
+            assert expected in observation["error"] and step["data"]["reward"] < 0, step
+            fields = {("type" if k == "action_type" else k): v for k, v in action.items()}
+            with pytest.raises(ValueError, match=re.escape(expected)):
+                to_action(fields).validate(screen=env.screen)
+        step = _send(ws, json.dumps({"type": "step", "data": {"action_type": "screenshot"}}))
+        assert step["type"] == "observation" and step["data"]["observation"]["error"] is None
+
+
+def test_a_silent_socket_frees_its_slot() -> None:
+    """Two sockets that connected and never sent held --max-sessions 2 for the hour of
+    the idle timeout; now a socket that sends no reset is closed after start_timeout_s."""
+    config = ServerConfig(max_sessions=1, start_timeout_s=1.0)
+    with serving(config) as url, ws_connect(_ws_url(url), open_timeout=10) as silent:
+        with ws_connect(_ws_url(url), open_timeout=10) as second:
+            full = _send(second, json.dumps({"type": "state"}))
+            assert full["data"]["code"] == "CAPACITY_REACHED"
+        with pytest.raises(ConnectionClosed) as closed:
+            silent.recv(timeout=30)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        client = UirlEnvClient(base_url=url)
+        try:
+            assert client.state().step_count == 0  # the slot is free
+        finally:
+            client.close()

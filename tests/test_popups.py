@@ -34,13 +34,32 @@ window.uirlLoad = () => { window.uirlEpisode += 1; };
 window.uirlInspect = () => ({pick: pick.value, day: day.value, focused: document.activeElement.id,
   inner: document.querySelector("iframe").contentDocument.getElementById("inner").value});
 </script></body></html>"""
+# Links, forms and scripts that would open a tab or window.
+TABS = b"""<!doctype html><html><body style="margin:0; font: 14px sans-serif">
+<a id="hash" href="#next" style="position:absolute;left:10px;top:10px">hash link</a>
+<a id="blank" href="/other" target="_blank" style="position:absolute;left:10px;top:40px">new</a>
+<button id="opener" onclick="window.open('/other')"
+  style="position:absolute;left:10px;top:70px;width:100px;height:24px">open</button>
+<form id="form" action="/other" target="_blank" method="get">
+  <button id="go" style="position:absolute;left:10px;top:100px;width:100px;height:24px">go
+  </button></form>
+<button id="scripted" onclick="document.getElementById('form').submit()"
+  style="position:absolute;left:10px;top:130px;width:100px;height:24px">script</button>
+<script>
+window.uirlEpisode = 0;
+window.uirlLoad = () => { window.uirlEpisode += 1; };
+window.uirlInspect = () => ({url: location.href, focused: document.activeElement.id,
+  clicks: window.clicks || 0});
+document.getElementById("hash").addEventListener("click", () => {
+  window.clicks = (window.clicks || 0) + 1; });
+</script></body></html>"""
 # Each action returns well within this; an open popup made the capture never return.
 PROMPT_S = 5.0
 
 
 @pytest.fixture(scope="module")
 def page_url() -> Iterator[str]:
-    with serving_pages({"/frame": FRAME}, PAGE) as url:
+    with serving_pages({"/frame": FRAME, "/tabs": TABS}, PAGE) as url:
         yield url
 
 
@@ -98,3 +117,52 @@ def test_popup_fields_answer_at_once_and_the_keyboard_picks(page_url: str) -> No
     for (what, seconds, state), (_, _, expected) in zip(played, SCRIPT, strict=True):
         assert seconds < PROMPT_S, what
         assert {k: state[k] for k in expected} == expected, what
+
+
+# (what, action): every way a page or an agent opens a tab or window. Before, each
+# Shift/Ctrl+Enter on a focused link opened a background tab (Chromium runs with
+# --disable-popup-blocking): 12 presses, 12 renderers.
+TAB_SCRIPT = [
+    ("click the hash link", click(30, 15)),
+    ("enter on the focused link", keys("enter")),
+    ("shift+enter on the focused link", keys("shift+enter")),
+    ("ctrl+enter on the focused link", keys("ctrl+enter")),
+    ("meta+enter on the focused link", keys("meta+enter")),
+    ("click a target=_blank link", click(20, 45)),
+    ("window.open", click(50, 80)),
+    ("a form with target=_blank", click(50, 110)),
+]
+
+
+async def _open_tabs(url: str) -> tuple[list[tuple[str, int]], dict[str, Any], int, int]:
+    browser = CdpBrowserSession(url, find_browser(None, headless=True))
+    await browser.start()
+    try:
+        await browser.new_episode({})
+        await browser.capture()  # the next episode's page is prepared after it
+        deadline = time.monotonic() + PROMPT_S
+        while browser.open_pages < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        before, pages = browser.open_pages, []
+        for what, action in TAB_SCRIPT:
+            await asyncio.wait_for(browser.act(action), PROMPT_S)
+            await asyncio.wait_for(browser.capture(), PROMPT_S)
+            pages.append((what, browser.open_pages - before))
+        state = await browser.inspect()
+        # What the page's guard cannot see (a script's form.submit()) the backstop
+        # closes: the tab opens, and is closed at once.
+        await browser.act(click(50, 140))
+        deadline = time.monotonic() + PROMPT_S
+        while browser.open_pages > before and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        return pages, state, browser.open_pages - before, browser.popups_closed
+    finally:
+        await browser.stop()
+
+
+def test_no_action_opens_a_tab_or_window(page_url: str) -> None:
+    pages, state, after_script, closed = asyncio.run(_open_tabs(page_url.replace("/app", "/tabs")))
+    assert pages == [(what, 0) for what, _ in TAB_SCRIPT]
+    # The page's own handlers still ran; only the new tabs were cancelled.
+    assert state["url"].endswith("/tabs#next") and state["clicks"] >= 4
+    assert after_script == 0 and closed == 1

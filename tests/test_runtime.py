@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError
-from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
+from uirl_gym.runtimes.local import STOP_GRACE_S, LocalRuntime, LocalRuntimeConfig
 from uirl_gym.server.browser import BrowserNotFoundError, find_browser
 
 CHILD = """
@@ -185,3 +188,36 @@ def test_session_folders_are_removed_even_after_sigkill(
         rt.close()
     assert list(tmp_path.glob("uirl-sessions-*")) == []
     assert list(tmp_path.glob("uirl-chromium-*")) == []
+
+
+def test_a_session_stopped_with_an_action_in_flight_exits_on_sigterm(
+    runtime: LocalRuntime, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An env drops a session whose action is still running (it timed out, the
+    episode ended): the server cancels the request and closes Chromium within the
+    runtime's grace. Before, uvicorn waited 5 s for the request, then closed Chromium:
+    longer than the grace, so the runtime logged "ignored SIGTERM" and killed it."""
+    info = runtime.acquire()
+    slow = threading.Thread(
+        target=lambda: _get(f"{info.base_url}/act?action_type=screenshot&delay=10", 30),
+        daemon=True,
+    )
+    slow.start()
+    # In flight once the session's lock is held: a screenshot then waits behind it.
+    deadline = time.monotonic() + 30
+    while _get(f"{info.base_url}/act?action_type=screenshot", 0.3):
+        assert time.monotonic() < deadline, "the slow action never started"
+    t0 = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="uirl_gym.runtimes.local"):
+        runtime.release(info, healthy=False)
+    assert "ignored SIGTERM" not in caplog.text
+    assert time.monotonic() - t0 < STOP_GRACE_S
+
+
+def _get(url: str, timeout_s: float) -> bool:
+    """Whether ``url`` answered within ``timeout_s`` (any status)."""
+    try:
+        requests.get(url, timeout=timeout_s)
+    except requests.RequestException:
+        return False
+    return True

@@ -6,6 +6,7 @@ import asyncio
 import io
 import json
 import os
+import re
 import signal
 import time
 
@@ -383,3 +384,128 @@ def test_an_action_sent_again_with_its_id_is_answered_not_repeated(
     )
     assert bad.status_code == 400 and "X-UIRL-Action-Id" in bad.json()["detail"]
     assert client.oracle()["inputs"]["first_name"]["value"] == "abc"
+
+
+def test_action_ids_are_keyed_by_episode_and_action(client: SessionClient) -> None:
+    """An id names one action of one episode: reused after a reset it is a new action
+    (not the last episode's answer); with another action it is a 409; sent again after
+    more than the kept answers, it is a 409 (never performed twice)."""
+    base = client.base_url
+    client.reset(seed=0, options={"rows": [0]})
+    x, y = centre(client.oracle()["inputs"]["first_name"]["box"])
+
+    def typed(text: str, action_id: str) -> requests.Response:
+        return requests.get(
+            f"{base}/act",
+            params={"action_type": "type", "text": text},
+            headers={"X-UIRL-Action-Id": action_id},
+            timeout=30,
+        )
+
+    def value() -> str:
+        return client.oracle()["inputs"]["first_name"]["value"]
+
+    act(base, action_type="left_click", x=x, y=y)
+    assert typed("a", "id-1").status_code == 200
+    other = typed("b", "id-1")
+    assert other.status_code == 409 and "used in this episode for another action" in other.text
+    assert value() == "a"
+    for n in range(2, 7):  # more than the 4 answers kept
+        assert typed(str(n), f"id-{n}").status_code == 200
+    late = typed("a", "id-1")
+    assert late.status_code == 409 and "not performed twice" in late.text
+    assert value() == "a23456"
+    # A new episode: the same id is a new action, performed.
+    client.reset(seed=0, options={"rows": [0]})
+    act(base, action_type="left_click", x=x, y=y)
+    again = typed("z", "id-1")
+    assert again.status_code == 200 and "X-Action-Replayed" not in again.headers
+    assert value() == "z"
+
+
+def test_a_drag_from_the_sheet_scrollbar_scrolls_it(client: SessionClient) -> None:
+    """The probe's stall: under frames on demand, a drag that started on the sheet's
+    scrollbar left ``beginFrame`` unanswered (500 after 30 s, and every screenshot
+    after it failed until a reset)."""
+    client.reset(seed=0)
+    base = client.base_url
+    dragged = act(base, action_type="drag", x=630, y=100, end_x=630, end_y=500)
+    assert dragged.status_code == 200, dragged.text
+    assert act(base, action_type="screenshot").status_code == 200
+    assert client.oracle()["scroll_top"] > 0
+    for seed in (1015, 7):  # and random drags from scrollbars and edges
+        client.reset(seed=seed)
+        for x0, y0, x1, y1 in [(632, 300, 632, 40), (1279, 0, 0, 799), (630, 780, 20, 20)]:
+            response = act(base, action_type="drag", x=x0, y=y0, end_x=x1, end_y=y1)
+            assert response.status_code == 200, response.text
+    # What the stall hunt found besides: the viewport's own scrollbar (click-pie's page
+    # is taller and wider than its 160x210 screen), and a textarea's thumb at zoom 3
+    # (screen pixel 320 was page x 106.67, on the thumb's edge).
+    for task, seed, screen, (x0, y0, x1, y1) in [
+        ("miniwob.click-pie", 0, (160, 210), (66, 205, 79, 130)),
+        ("miniwob.copy-paste", 803349411, None, (320, 292, 149, 472)),
+    ]:
+        client.reset(seed=seed, task=task, screen=screen)
+        response = act(base, action_type="drag", x=x0, y=y0, end_x=x1, end_y=y1)
+        assert response.status_code == 200, (task, response.text)
+        assert act(base, action_type="screenshot").status_code == 200
+    page = client.oracle()  # the scrollbar moved the textarea's text
+    assert page["elements"] and client.progress()["done"] is False
+
+
+def test_an_agent_that_tabbed_out_of_the_page_still_gets_a_reset(client: SessionClient) -> None:
+    """Tab past the last field leaves the document unfocused; a MiniWoB++ episode that
+    restarts in its page then failed to clear the clipboard at every reset (500)."""
+    base = client.base_url
+    client.reset(seed=1, task="miniwob.use-slider", screen=(160, 210))
+    for params in [
+        {"action_type": "left_click", "x": 40, "y": 117},
+        {"action_type": "type", "text": "tab\tstop"},
+        {"action_type": "keys", "keys": "f10"},
+        {"action_type": "keys", "keys": "tab"},
+    ]:
+        assert act(base, **params).status_code == 200
+    started = client.reset(seed=2, task="miniwob.use-slider", screen=(160, 210))
+    assert started["instruction"]
+    assert act(base, action_type="left_click", x=40, y=117).status_code == 200
+
+
+def test_same_document_navigation_settles_and_search_engine_is_solved(
+    client: SessionClient,
+) -> None:
+    """MiniWoB's search-engine: its result links are ``href='#'``, a same-document
+    navigation with no load event; the settle rule waited for one (500 after 30 s, the
+    env's episode truncated). Solved now by clicking the right link, and Enter or
+    Shift+Enter on a focused link answers too."""
+    base = client.base_url
+    # (Seed 1's long result URL pushes the page links under a scrollbar: not these.)
+    for seed in (0, 3, 4):
+        started = client.reset(seed=seed, task="miniwob.search-engine", screen=(160, 210))
+        found = re.search(r'enter "(.+?)".*?(\d+)\w\w search result', started["instruction"])
+        assert found is not None, started["instruction"]
+        query, nth = found.groups()
+        elements = client.oracle()["elements"]
+        box = {e["id"]: e["box"] for e in elements if e["id"]}
+        assert act(base, action_type="left_click", x=box["search-text"][0] + 5,
+                   y=box["search-text"][1] + 5).status_code == 200  # fmt: skip
+        assert act(base, action_type="type", text=query).status_code == 200
+        x, y = centre(box["search"])
+        assert act(base, action_type="left_click", x=x, y=y).status_code == 200
+        page, index = divmod(int(nth) - 1, 3)  # three results per page
+        if page:
+            pages = [e for e in client.oracle()["elements"] if "page-link" in e["classes"]]
+            (link,) = [e for e in pages if e["own_text"] == str(page + 1)]
+            assert act(base, action_type="left_click", x=link["box"][0] + 3,
+                       y=link["box"][1] + 5).status_code == 200  # fmt: skip
+        titles = [e for e in client.oracle()["elements"] if "search-title" in e["classes"]]
+        x, y = titles[index]["box"][0] + 3, titles[index]["box"][1] + 5
+        clicked = act(base, action_type="left_click", x=x, y=y)
+        assert clicked.status_code == 200, clicked.text
+        assert client.progress()["raw_reward"] == 1
+    # Keyboard activation of a focused link, with and without modifiers.
+    client.reset(seed=5, task="miniwob.search-engine", screen=(160, 210))
+    x, y = centre(box["search"])
+    act(base, action_type="left_click", x=x, y=y)
+    for keys in ("tab", "enter", "shift+enter", "ctrl+enter"):
+        response = act(base, action_type="keys", keys=keys)
+        assert response.status_code == 200, (keys, response.text)

@@ -416,3 +416,13 @@ def test_tool_template_renders_tool_free_chats_as_the_stock_one(tmp_path: Path) 
     processor.chat_template = "{{ messages[0]['content'] }}"  # some other tool-less template
     with pytest.raises(ValueError, match="cannot render tool calls"):
         use_tool_chat_template(processor)
+
+
+def test_a_lone_surrogate_in_type_is_an_error_message(environment) -> None:
+    """The type() tool raised UnicodeEncodeError on "\\ud800" (a model's JSON can carry
+    half a UTF-16 pair), though bad arguments never raise: now the env refuses it, as
+    any invalid action (issue 30, one validation: Action.validate)."""
+    environment.reset(seed=3)
+    out = environment.type(text="ok\ud800")
+    assert out[0]["type"] == "image" and out[1]["text"].startswith("Error:")
+    assert "lone surrogate" in out[1]["text"]

@@ -105,6 +105,24 @@ def test_a_killed_session_truncates_only_its_sub_env(runtime: LocalRuntime) -> N
         envs.close()
 
 
+def test_a_lone_surrogate_in_one_sub_env_keeps_the_others_results(
+    runtime: LocalRuntime,
+) -> None:
+    """The whole batch raised UnicodeEncodeError after sub-env 0 had clicked: its result
+    was lost. Now the surrogate is sub-env 1's invalid action, and both results come."""
+    envs = gym.make_vec(ENV_ID, num_envs=2, runtime=runtime)
+    try:
+        envs.reset(seed=0)
+        actions = [Action(ActionType.LEFT_CLICK, 100, 130), {"type": "type", "text": "\ud83d"}]
+        _, rewards, terminated, truncated, infos = envs.step(actions)
+        assert not (terminated.any() or truncated.any())
+        assert infos["_invalid_action"].tolist() == [False, True]
+        assert "lone surrogate" in infos["invalid_action"][1] and rewards[1] < 0
+        assert envs.call("oracle")[0]["selected_cell"]["sheet_row"] == 2  # the click ran
+    finally:
+        envs.close()
+
+
 def test_step_envs_refuses_a_sub_env_whose_episode_ended(runtime: LocalRuntime) -> None:
     """step_envs has no autoreset: an ended sub-env must be reset before it steps again."""
     envs = SessionVectorEnv(2, runtime=runtime, max_episode_steps=2)

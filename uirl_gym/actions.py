@@ -37,6 +37,13 @@ DEFAULT_SCROLL_AMOUNT = 3
 SCROLL_NOTCH_PX = 100
 # Pointer moves between a drag's press and release (pages following mousemove see them).
 DRAG_MOVE_STEPS = 8
+# How long a session may take to perform an action and capture its screenshot (``GET
+# /act``'s ``timeout``, the env's ``step_timeout_s``): the stall hunt's slowest action
+# took 2.5 s on a 2-core machine at a load of 18-28 (docs/benchmarks.md), so an action
+# past this is a page that hangs, which then costs this long and one episode.
+DEFAULT_ACTION_TIMEOUT_S = 10.0
+MIN_ACTION_TIMEOUT_S = 0.5
+MAX_ACTION_TIMEOUT_S = 120.0
 
 
 class ActionType(enum.StrEnum):
@@ -232,6 +239,23 @@ def _key_name(part: str, keys: str, *, last: bool) -> str:
     )
 
 
+def _check_unicode(name: str, text: str) -> None:
+    """Refuse a lone surrogate (``"\\ud800"``, as a model's JSON can carry): it is no
+    character, cannot be sent (UTF-8 has no encoding for it) nor typed.
+
+    Raises:
+        ValueError: naming the field, the code point and where it is.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{name}: U+{ord(text[exc.start]):04X} at index {exc.start} is a lone surrogate, "
+            "not a character (half of a UTF-16 pair, e.g. a JSON '\\ud83d' escape without "
+            "its other half); send whole characters"
+        ) from None
+
+
 def _unicode_names(text: str) -> str:
     return ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'unnamed')}" for c in text[:4])
 
@@ -371,6 +395,7 @@ class Action:
                 raise ValueError("text: type needs a text, e.g. text=hello")
             if not isinstance(self.text, str):
                 raise ValueError(f"text: must be a string, got {type(self.text).__name__}")
+            _check_unicode("text", self.text)
             if len(self.text) > max_text_length:
                 raise ValueError(
                     f"text: at most {max_text_length} characters, got {len(self.text)}"
@@ -386,6 +411,7 @@ class Action:
                 raise ValueError(
                     f"keys: must be a string such as 'ctrl+c', got {type(self.keys).__name__}"
                 )
+            _check_unicode("keys", self.keys or "")
             parse_keys(self.keys or "")
         if t is ActionType.SCROLL:
             if self.direction is None:

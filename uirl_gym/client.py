@@ -33,7 +33,7 @@ import requests
 from PIL import Image
 
 from uirl_gym.actions import DEFAULT_SCREEN, Action, ActionType
-from uirl_gym.runtimes.base import ACTION_ID_HEADER, session_headers
+from uirl_gym.runtimes.base import ACTION_ID_HEADER, ACTION_TIMEOUT_HEADER, session_headers
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +49,9 @@ GATEWAY_STATUS = frozenset({502})
 SESSION_GONE_STATUS = frozenset({404, 421})
 # Shorter than the server's keep-alive (runtimes.base.DEFAULT_KEEP_ALIVE_S).
 DEFAULT_MAX_IDLE_S = 30.0
+# How much longer than an action's deadline its answer is awaited: the server's 504
+# (the page hangs) must arrive before the client gives up on the connection.
+ACTION_READ_MARGIN_S = 5.0
 IMAGE_FORMATS = ("png", "jpeg", "raw")
 
 
@@ -85,6 +88,11 @@ class SessionHTTPError(SessionError):
 
 class InvalidActionError(SessionHTTPError):
     """The server refused the action (4xx); the session is still usable."""
+
+
+class ActionTimeoutError(SessionUnavailableError):
+    """The action ran past its deadline (``action_timeout_s``): the episode's page hangs.
+    The session itself is fine: its next reset starts a fresh page."""
 
 
 def decode_image(
@@ -132,6 +140,12 @@ class SessionClient:
     token); None takes those the runtime registered for ``base_url`` (see
     ``uirl_gym.runtimes.base.session_headers``). ``max_idle_s``: a connection unused for
     longer is closed and a new one opened (see the module docstring).
+
+    ``action_timeout_s``: the deadline of each action and its screenshot, sent to the
+    session (``GET /act``'s ``timeout``; None: the server's default); an action past it
+    raises :class:`ActionTimeoutError`. An action's answer is awaited that long plus
+    ``ACTION_READ_MARGIN_S`` (the server's 504 comes first); other requests wait
+    ``read_timeout_s``.
     """
 
     def __init__(
@@ -145,11 +159,13 @@ class SessionClient:
         image_format: str = "png",
         headers: dict[str, str] | None = None,
         max_idle_s: float = DEFAULT_MAX_IDLE_S,
+        action_timeout_s: float | None = None,
     ) -> None:
         if image_format not in IMAGE_FORMATS:
             raise ValueError(f"image_format: expected one of {IMAGE_FORMATS}, got {image_format!r}")
         self.base_url = base_url.rstrip("/")
         self.timeout = (connect_timeout_s, read_timeout_s)
+        self.action_timeout_s = action_timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
         self.image_format = image_format
@@ -159,6 +175,9 @@ class SessionClient:
         self._adapter = requests.adapters.HTTPAdapter(pool_connections=1, pool_maxsize=1)
         self._http.mount("http://", self._adapter)
         self._last_used = 0.0  # monotonic time of the last answer (0: no connection yet)
+        # The server's own time (ms) for the last action and its capture (X-Action-Ms,
+        # X-Capture-Ms): what of a step's wall time the session spent.
+        self.last_server_ms: dict[str, float] = {}
         self._http.headers.update(session_headers(base_url) if headers is None else headers)
 
     def _request(
@@ -177,7 +196,7 @@ class SessionClient:
         while True:
             self._retire_idle_connection()
             try:
-                response = self._http.request(method, url, timeout=self.timeout, **kwargs)
+                response = self._http.request(method, url, **{"timeout": self.timeout, **kwargs})
             except requests.RequestException as exc:
                 never_sent = isinstance(exc, requests.ConnectTimeout) or (
                     isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
@@ -201,10 +220,21 @@ class SessionClient:
                 retry_status = RETRY_STATUS
             else:
                 retry_status = GATEWAY_STATUS if action_id is not None else frozenset()
-            if response.status_code in retry_status and attempt < self.max_retries:
+            # A page that hung stays hung until a reset: no retry.
+            page_hangs = bool(response.headers.get(ACTION_TIMEOUT_HEADER))
+            if (
+                response.status_code in retry_status
+                and attempt < self.max_retries
+                and not page_hangs
+            ):
                 attempt += 1
                 time.sleep(self.backoff_s * 2 ** (attempt - 1))
                 continue
+            if page_hangs:
+                raise ActionTimeoutError(
+                    f"{method} {path}: HTTP {response.status_code}: {_detail(response)}",
+                    self.base_url,
+                )
             if response.status_code >= 500 or response.status_code in SESSION_GONE_STATUS:
                 raise SessionUnavailableError(
                     f"{method} {path}: HTTP {response.status_code}: {_detail(response)}",
@@ -263,13 +293,28 @@ class SessionClient:
         params["format"] = self.image_format
         if delay_s:
             params["delay"] = str(delay_s)
+        timeout = self.timeout
+        if self.action_timeout_s is not None:
+            params["timeout"] = f"{self.action_timeout_s:g}"
+            read_s = self.action_timeout_s + delay_s + ACTION_READ_MARGIN_S
+            timeout = (self.timeout[0], read_s)
         idempotent = action.type is ActionType.SCREENSHOT
         # A fresh id per action: a retry sends the same one, and the session answers it
         # without acting twice.
         action_id = None if idempotent else uuid.uuid4().hex
         response = self._request(
-            "GET", "/act", idempotent=idempotent, action_id=action_id, params=params
+            "GET",
+            "/act",
+            idempotent=idempotent,
+            action_id=action_id,
+            params=params,
+            timeout=timeout,
         )
+        self.last_server_ms = {
+            part: float(response.headers[header])
+            for part, header in (("action", "X-Action-Ms"), ("capture", "X-Capture-Ms"))
+            if header in response.headers
+        }
         progress_header = response.headers.get("X-Progress")
         progress = json.loads(progress_header) if progress_header else self.progress()
         screen = (

@@ -14,6 +14,8 @@ reason) raises :class:`ResetNeededError`; any call after ``close()`` raises
 
 from __future__ import annotations
 
+import difflib
+import inspect
 import logging
 import math
 import threading
@@ -28,14 +30,24 @@ import numpy as np
 from gymnasium import spaces
 
 from uirl_gym.actions import (
+    DEFAULT_ACTION_TIMEOUT_S,
     DEFAULT_SCREEN,
+    MAX_ACTION_TIMEOUT_S,
+    MIN_ACTION_TIMEOUT_S,
     Action,
     ActionType,
     action_space,
     check_screen,
     to_action,
 )
-from uirl_gym.client import InvalidActionError, SessionClient, SessionError, SessionHTTPError
+from uirl_gym.client import (
+    IMAGE_FORMATS,
+    ActionTimeoutError,
+    InvalidActionError,
+    SessionClient,
+    SessionError,
+    SessionHTTPError,
+)
 from uirl_gym.runtimes.base import Runtime, SessionInfo
 from uirl_gym.tasks import split_range, task_spec
 from uirl_gym.tasks.base import EpisodeScorer
@@ -48,8 +60,9 @@ __all__ = ["ClosedEnvironmentError", "ResetNeededError", "RewardConfig", "UIEnv"
 logger = logging.getLogger(__name__)
 
 MAX_INSTRUCTION_LENGTH = 2048
-_INSTRUCTION_CHARSET = "".join(chr(c) for c in range(32, 127)) + "\n"
 RESET_ATTEMPTS = 2
+# How long a reset may take (a context switch, and a page load when the task changes).
+RESET_TIMEOUT_S = 30.0
 
 
 class ClosedEnvironmentError(gym.error.ClosedEnvironmentError, RuntimeError):
@@ -60,16 +73,42 @@ class ResetNeededError(gym.error.ResetNeeded, RuntimeError):
     """``step`` with no episode running: before the first reset, or after the episode ended."""
 
 
+class InstructionText(spaces.Text):
+    """A ``Text`` space holding any Unicode text up to ``max_length`` characters: every
+    instruction a task can give (MiniWoB++'s unicode-test: ``Click on the "ÖK" button.``,
+    a task in another language), not only ASCII.
+
+    A ``Text`` space lists its characters, and all of Unicode (1.1 million code points)
+    is too many to list; so it contains any string of whole characters (no lone
+    surrogate) of the allowed length, and samples from printable ASCII and Latin-1 (the
+    listed ``charset``).
+    """
+
+    def __init__(self, max_length: int, *, min_length: int = 0, seed: Any = None) -> None:
+        sampled = "".join(chr(c) for c in (*range(32, 127), *range(0xA0, 0x100))) + "\n"
+        super().__init__(max_length, min_length=min_length, charset=sampled, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        if not isinstance(x, str) or not self.min_length <= len(x) <= self.max_length:
+            return False
+        try:
+            x.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"InstructionText({self.min_length}, {self.max_length}, any Unicode text)"
+
+
 def observation_space(screen: tuple[int, int] = DEFAULT_SCREEN) -> spaces.Dict:
-    """``{"screenshot": uint8 (height, width, 3), "instruction": Text}``; by default
-    (800, 1280, 3)."""
+    """``{"screenshot": uint8 (height, width, 3), "instruction": InstructionText}``; by
+    default (800, 1280, 3)."""
     width, height = screen
     return spaces.Dict(
         {
             "screenshot": spaces.Box(0, 255, (height, width, 3), dtype=np.uint8),
-            "instruction": spaces.Text(
-                max_length=MAX_INSTRUCTION_LENGTH, min_length=0, charset=_INSTRUCTION_CHARSET
-            ),
+            "instruction": InstructionText(MAX_INSTRUCTION_LENGTH),
         }
     )
 
@@ -124,30 +163,60 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         reward_mode: Literal["sparse", "dense"] = "sparse",
         rewards: Any = None,
         image_format: Literal["png", "jpeg", "raw"] = "png",
-        step_timeout_s: float = 30.0,
+        step_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S,
         default_options: Mapping[str, Any] | None = None,
         screen_size: tuple[int, int] = DEFAULT_SCREEN,
     ) -> None:
+        # Every argument is checked here, so that gym.make refuses a bad one at once
+        # with what it accepts, instead of a step failing later.
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")
+            raise ValueError(
+                f"render_mode: expected None or 'rgb_array', got {render_mode!r} (sessions "
+                "are headless: show env.render()'s frames yourself, e.g. with "
+                "gymnasium.wrappers.HumanRendering(env) made with 'rgb_array')"
+            )
         if reward_mode not in ("sparse", "dense"):
             raise ValueError(f"reward_mode: expected 'sparse' or 'dense', got {reward_mode!r}")
         if runtime is not None and base_url is not None:
             raise ValueError("give a runtime or a base_url, not both")
+        if base_url is not None and not isinstance(base_url, str):
+            raise ValueError(f"base_url: expected a URL (a string), got {base_url!r}")
         self.render_mode = render_mode
-        self.task = task
-        self._spec = task_spec(task)
-        self.tasks = _task_weights(tasks)
-        self.task_options = {name: dict(o) for name, o in (task_options or {}).items()}
-        for name in self.task_options:
-            task_spec(name)
+        self.task = _task_id("task", task)
+        self._spec = task_spec(self.task)
+        self.tasks = _task_weights(_mapping("tasks", tasks))
+        self.task_options = {
+            _task_id("task_options", name): dict(_mapping(f"task_options[{name!r}]", o))
+            for name, o in _mapping("task_options", task_options).items()
+        }
+        for name, options in self.task_options.items():
+            _check_task_options(f"task_options[{name!r}]", name, options)
+        if not isinstance(split, str):
+            raise ValueError(f"split: expected 'train' or 'test', got {split!r}")
         split_range(split)
         self.split = split
         self.reward_mode = reward_mode
-        self.rewards = rewards or self._spec.rewards()
+        default_rewards = self._spec.rewards()
+        if rewards is not None and not isinstance(rewards, type(default_rewards)):
+            raise ValueError(
+                f"rewards: expected None or a {type(default_rewards).__name__} (task "
+                f"{self.task!r}'s reward config), got {rewards!r}"
+            )
+        self.rewards = default_rewards if rewards is None else rewards
+        if image_format not in IMAGE_FORMATS:
+            raise ValueError(
+                f"image_format: expected one of {', '.join(IMAGE_FORMATS)}, got {image_format!r}"
+            )
         self.image_format = image_format
-        self.step_timeout_s = step_timeout_s
-        self.default_options = dict(default_options or {})
+        number = isinstance(step_timeout_s, int | float) and not isinstance(step_timeout_s, bool)
+        if not number or not MIN_ACTION_TIMEOUT_S <= step_timeout_s <= MAX_ACTION_TIMEOUT_S:
+            raise ValueError(
+                f"step_timeout_s: expected seconds in {MIN_ACTION_TIMEOUT_S:g}.."
+                f"{MAX_ACTION_TIMEOUT_S:g}, got {step_timeout_s!r}"
+            )
+        self.step_timeout_s = float(step_timeout_s)
+        self.default_options = dict(_mapping("default_options", default_options))
+        _check_task_options("default_options", self.task, self.default_options)
         self.screen = check_screen(screen_size)
         self.observation_space = observation_space(self.screen)
         self.action_space = action_space(screen=self.screen)
@@ -186,7 +255,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             self.session = self._runtime.acquire()
         self._client = SessionClient(
             self.session.base_url,
-            read_timeout_s=self.step_timeout_s,
+            read_timeout_s=RESET_TIMEOUT_S,
+            action_timeout_s=self.step_timeout_s,
             image_format=self.image_format,
             # The session token: the reward reads the record's detail, which the server
             # shows only to its holder (None: the credentials registered for the URL).
@@ -328,6 +398,13 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             potential = self._potential() if self.reward_mode == "dense" else 0.0
         except InvalidActionError as exc:
             return self._invalid(exc.detail, info)
+        except ActionTimeoutError as exc:
+            # The page hangs, the session does not: the episode ends, and the next reset
+            # starts a fresh page in the same session.
+            logger.warning("session %s: the page hangs: %s", self.session, exc)
+            info.update(episode.scorer.status(), error=f"{type(exc).__name__}: {exc}")
+            episode.ended = "truncated"
+            return self._obs, 0.0, False, True, info
         except SessionError as exc:
             logger.warning("session %s failed mid-episode: %s", self.session, exc)
             self._drop_session(healthy=False)
@@ -407,6 +484,69 @@ def _in_background(fn: Callable[[], SessionInfo]) -> Future[SessionInfo]:
 def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:
     """The task's record without session bookkeeping (the episode counter)."""
     return {k: v for k, v in progress.items() if k != "episode"}
+
+
+def make_env(**kwargs: Any) -> UIEnv:
+    """The Gymnasium entry point of every uirl id: ``UIEnv(**kwargs)``, with an unknown
+    argument named (and the nearest known one suggested).
+
+    A function, not the class: Gymnasium turns ``render_mode="human"`` into
+    ``"rgb_array"`` plus a pygame window for an env *class* that lacks it, which failed
+    only at the first reset (no pygame); the function passes it on, and ``UIEnv``
+    refuses it at ``gym.make``.
+
+    Raises:
+        TypeError: an argument ``UIEnv`` does not take.
+        ValueError: a value ``UIEnv`` refuses (see ``UIEnv.__init__``).
+    """
+    accepted = [name for name in inspect.signature(UIEnv).parameters if name != "self"]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.5)
+            if name == "options":
+                hints.append("reset options go to reset(options=...) (defaults: default_options=)")
+            elif close:
+                hints.append(f"did you mean {close[0]!r} for {name!r}?")
+        raise TypeError(
+            f"unknown argument(s) {', '.join(map(repr, unknown))} for a uirl env; "
+            f"accepted: {', '.join(accepted)}" + (f" ({'; '.join(hints)})" if hints else "")
+        )
+    return UIEnv(**kwargs)
+
+
+def _task_id(name: str, value: Any) -> str:
+    """A registered task id (``ValueError`` naming the argument: not a string, unknown)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: expected a task id such as 'simple_data_entry', got {value!r}")
+    try:
+        task_spec(value)
+    except ValueError as exc:
+        raise ValueError(f"{name}: {exc}") from None
+    return value
+
+
+def _mapping(name: str, value: Any) -> Mapping[Any, Any]:
+    """``value`` if it is a mapping (None: empty); ``ValueError`` naming the argument."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{name}: expected a dict, got {value!r}")
+    return value
+
+
+def _check_task_options(name: str, task: str, options: Mapping[str, Any]) -> None:
+    """The task's own check of reset options, at construction (``ValueError``)."""
+    checked = {k: v for k, v in options.items() if k != "split"}
+    if "split" in options:
+        if not isinstance(options["split"], str):
+            raise ValueError(f"{name}: split: expected 'train' or 'test', got {options['split']!r}")
+        split_range(options["split"])
+    try:
+        task_spec(task).check_options(checked)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name}: {exc}") from None
 
 
 def _task_weights(tasks: Mapping[str, float] | None) -> dict[str, float]:

@@ -41,6 +41,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=defaults.idle_timeout_s,
         help="close a session after this long without a message (0: never)",
     )
+    p.add_argument(
+        "--allowed-hosts",
+        default=",".join(defaults.allowed_hosts),
+        help="comma-separated host names clients address the server by (the Host header; "
+        "'*': any); default: loopback, or $UIRL_OPENENV_ALLOWED_HOSTS. Listening on "
+        "0.0.0.0 for other machines: name the host names they use",
+    )
+    p.add_argument(
+        "--allowed-origins",
+        default=",".join(defaults.allowed_origins),
+        help="comma-separated browser origins (https://host:port) whose pages may call the "
+        "server besides its own ('*': any); default: none, or $UIRL_OPENENV_ALLOWED_ORIGINS",
+    )
+    p.add_argument(
+        "--start-timeout-s",
+        type=float,
+        default=defaults.start_timeout_s,
+        help="close a WebSocket that sends no reset within this long (frees its slot)",
+    )
     p.add_argument("--browser", help="Chromium executable (default: $UIRL_CHROMIUM, then search)")
     p.add_argument(
         "--runtime",
@@ -56,6 +75,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     k8s.add_argument("--pool-size", type=int, default=2, help="ready sessions kept waiting")
     p.add_argument("--log-level", default="info")
     return p.parse_args(argv)
+
+
+def _list(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
 def build_runtime(args: argparse.Namespace) -> Runtime | None:
@@ -94,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
             idle_timeout_s=args.idle_timeout_s or None,
             runtime=runtime,
             local=LocalRuntimeConfig(browser=args.browser),
+            allowed_hosts=_list(args.allowed_hosts),
+            allowed_origins=_list(args.allowed_origins),
+            start_timeout_s=args.start_timeout_s,
         )
         app = make_app(config)
     except ValueError as exc:

@@ -3,21 +3,22 @@
 They are OpenEnv's Pydantic models (``extra="forbid"``), so ``/schema`` publishes them
 and the server refuses a message of the wrong shape before it reaches a session.
 
-The split of the checks: Pydantic checks the *shape* (a known ``action_type``, integer
-coordinates, no unknown field); an action of the wrong shape comes back as an OpenEnv
-error frame (``VALIDATION_ERROR``) and nothing is stepped. Whether the fields fit the
-type and the screen (a click without ``x``, ``x`` off the 1280x800 screen, an unknown
-key name) is the env's check (:meth:`uirl_gym.actions.Action.validate`), as in
-``gym.make``: the step counts, pays the task's invalid-action penalty, and the
-observation's ``error`` says what was wrong. Either way the session goes on.
+The split of the checks: Pydantic checks the *shape* (an object with ``action_type``
+and no field the action does not have); a message of the wrong shape comes back as an
+OpenEnv error frame (``VALIDATION_ERROR``) and nothing is stepped. The values are the
+env's check, one validation for ``gym.make`` and OpenEnv
+(:meth:`uirl_gym.actions.Action.validate`): an unknown action type, ``x: "10"`` or
+``x: true``, a click without ``x``, ``x`` off the 1280x800 screen, an unknown key name,
+text with a lone surrogate. The step counts, pays the task's invalid-action penalty,
+and the observation's ``error`` says what was wrong. Either way the session goes on.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import Field
+from pydantic import Field, WithJsonSchema
 
 DEFAULT_TASK = "uirl/SimpleDataEntry-v0"
 # The error of a call on a session the server closed (idle too long); clients that see
@@ -42,6 +43,12 @@ ActionTypeName = Literal[
 ACTION_TYPE_NAMES: tuple[str, ...] = ActionTypeName.__args__  # type: ignore[attr-defined]
 
 
+def _wire(schema: dict[str, Any]) -> Any:
+    """A field the wire takes as any JSON value, published with ``schema``: whether the
+    value fits is the env's check (see the module docstring)."""
+    return Annotated[Any, WithJsonSchema({"anyOf": [schema, {"type": "null"}]})]
+
+
 class UirlAction(Action):
     """One action in screen pixels (the 1280x800 screen), as ``uirl_gym.actions.Action``.
 
@@ -50,23 +57,32 @@ class UirlAction(Action):
     ``scroll`` needs ``direction`` (``amount`` notches, default 3; at ``x``, ``y`` when
     given); ``drag`` presses at ``x``, ``y`` and releases at ``end_x``, ``end_y``;
     ``finish`` declares the task done (ends the episode); ``screenshot`` only looks.
+
+    The fields take any JSON value: ``UIEnv`` checks them (``x: "10"`` or ``x: true`` is
+    an invalid action there and here alike), so the schema below says what is valid.
     """
 
-    action_type: ActionTypeName = Field(description="What to do (uirl_gym.actions.ActionType).")
-    x: int | None = Field(default=None, description="Pointer x, screen pixels 0..1279.")
-    y: int | None = Field(default=None, description="Pointer y, screen pixels 0..799.")
-    text: str | None = Field(default=None, description="What `type` types.")
-    keys: str | None = Field(
+    action_type: _wire({"enum": list(ACTION_TYPE_NAMES)}) = Field(
+        description="What to do (uirl_gym.actions.ActionType)."
+    )
+    x: _wire({"type": "integer"}) = Field(
+        default=None, description="Pointer x, screen pixels 0..1279."
+    )
+    y: _wire({"type": "integer"}) = Field(
+        default=None, description="Pointer y, screen pixels 0..799."
+    )
+    text: _wire({"type": "string"}) = Field(default=None, description="What `type` types.")
+    keys: _wire({"type": "string"}) = Field(
         default=None, description="The combination `keys` presses, e.g. 'ctrl+c', 'Enter'."
     )
-    direction: Literal["up", "down", "left", "right"] | None = Field(
+    direction: _wire({"enum": ["up", "down", "left", "right"]}) = Field(
         default=None, description="Where `scroll` scrolls."
     )
-    amount: int | None = Field(
+    amount: _wire({"type": "integer"}) = Field(
         default=None, description="Wheel notches `scroll` turns (100 px each), 1..50."
     )
-    end_x: int | None = Field(default=None, description="Where `drag` releases, x.")
-    end_y: int | None = Field(default=None, description="Where `drag` releases, y.")
+    end_x: _wire({"type": "integer"}) = Field(default=None, description="Where `drag` releases, x.")
+    end_y: _wire({"type": "integer"}) = Field(default=None, description="Where `drag` releases, y.")
 
     def to_env_action(self) -> dict[str, Any]:
         """The action as ``UIEnv.step`` takes it (``None`` fields left out; unvalidated)."""

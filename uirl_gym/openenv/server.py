@@ -30,6 +30,7 @@ import io
 import json
 import logging
 import math
+import os
 import threading
 import uuid
 from collections.abc import Mapping
@@ -44,7 +45,9 @@ from PIL import Image
 
 from uirl_gym import MAX_EPISODE_STEPS
 from uirl_gym.env import ResetNeededError, UIEnv
+from uirl_gym.openenv.guard import LOOPBACK_HOSTS, OpenEnvGuard
 from uirl_gym.openenv.models import (
+    ACTION_TYPE_NAMES,
     DEFAULT_TASK,
     SESSION_CLOSED,
     UirlAction,
@@ -67,6 +70,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 ENV_NAME = "uirl"
+ALLOWED_HOSTS_ENV_VAR = "UIRL_OPENENV_ALLOWED_HOSTS"
+ALLOWED_ORIGINS_ENV_VAR = "UIRL_OPENENV_ALLOWED_ORIGINS"
 # zlib level 1: a 1280x800 task frame in ~17 ms instead of ~25 ms at Pillow's default 6,
 # for a file 4-8% larger (~120-150 KB; measured in docs/openenv.md).
 PNG_COMPRESS_LEVEL = 1
@@ -93,6 +98,15 @@ class ServerConfig:
             session starts a ``LocalRuntime`` of its own, stopped on disconnect.
         local: the settings of those local runtimes (browser, start-up timeout); their
             ``task`` is set per session.
+        allowed_hosts: the host names requests may be addressed to (the ``Host``
+            header); default: loopback only (``$UIRL_OPENENV_ALLOWED_HOSTS``,
+            comma-separated, overrides it); ``"*"``: any. A server other machines reach
+            (the Docker image on 0.0.0.0) lists the names they use (see
+            docs/openenv.md).
+        allowed_origins: browser origins besides the server's own whose pages may call
+            it (``$UIRL_OPENENV_ALLOWED_ORIGINS``); ``"*"``: any. Default: none.
+        start_timeout_s: a WebSocket that sends no reset within this long is closed
+            and its slot freed.
     """
 
     max_sessions: int = 8
@@ -102,8 +116,19 @@ class ServerConfig:
     idle_timeout_s: float | None = 3600.0
     runtime: Runtime | None = None
     local: LocalRuntimeConfig = field(default_factory=LocalRuntimeConfig)
+    allowed_hosts: tuple[str, ...] = field(
+        default_factory=lambda: _env_list(ALLOWED_HOSTS_ENV_VAR, LOOPBACK_HOSTS)
+    )
+    allowed_origins: tuple[str, ...] = field(
+        default_factory=lambda: _env_list(ALLOWED_ORIGINS_ENV_VAR, ())
+    )
+    start_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
+        if not self.allowed_hosts:
+            raise ValueError("allowed_hosts: expected at least one host name (or '*')")
+        if not self.start_timeout_s > 0:
+            raise ValueError(f"start_timeout_s: expected > 0, got {self.start_timeout_s}")
         if self.max_sessions < 1:
             raise ValueError(f"max_sessions: expected >= 1, got {self.max_sessions}")
         if self.max_steps < 1:
@@ -114,6 +139,13 @@ class ServerConfig:
             raise ValueError(
                 f"idle_timeout_s: expected > 0 or None (never), got {self.idle_timeout_s}"
             )
+
+
+def _env_list(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
 def resolve_task(task: str) -> TaskSpec:
@@ -235,6 +267,11 @@ class UirlEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
         if self._ended:
             raise ResetNeededError(
                 "the episode has ended (done was true): reset to start a new one"
+            )
+        if not isinstance(action, UirlAction):  # OpenEnv's MCP actions (list_tools, ...)
+            raise ValueError(
+                f"uirl has no MCP tools; send a uirl action (action_type: one of "
+                f"{', '.join(ACTION_TYPE_NAMES)}), got {type(action).__name__}"
             )
         obs, reward, terminated, truncated, info = self.env.step(action.to_env_action())
         steps = self._state.step_count + 1
@@ -380,4 +417,10 @@ def make_app(
         mode="production",
     )
     app.title = "uirl on OpenEnv"
+    app.add_middleware(
+        OpenEnvGuard,
+        allowed_hosts=config.allowed_hosts,
+        allowed_origins=config.allowed_origins,
+        start_timeout_s=config.start_timeout_s,
+    )
     return app

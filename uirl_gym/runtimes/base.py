@@ -42,6 +42,9 @@ TOKEN_HEADER = "X-UIRL-Token"
 # that a client whose connection broke before the answer came can send the same action
 # again and get that answer, never a second click.
 ACTION_ID_HEADER = "X-UIRL-Action-Id"
+# On a 504 from ``GET /act``: the action ran past its deadline (the page hangs); the
+# session is fine and its next reset starts a fresh page, so a client keeps it.
+ACTION_TIMEOUT_HEADER = "X-UIRL-Action-Timeout"
 # How long a session server keeps an idle keep-alive connection open; clients retire
 # theirs sooner (SessionClient.max_idle_s), so that they never send on a connection the
 # server is closing. LLM agents think for seconds to minutes between steps.

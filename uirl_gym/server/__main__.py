@@ -19,12 +19,21 @@ import time
 
 import uvicorn
 
+from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S
 from uirl_gym.runtimes.base import DEFAULT_KEEP_ALIVE_S, TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.server.app import ServerConfig, create_app
 from uirl_gym.server.backends import BACKEND_ENV_VAR, BrowserBackend, default_backend
 from uirl_gym.server.chromium import BrowserNotFoundError
 
 logger = logging.getLogger(__name__)
+
+# How long a stopping server lets requests in flight finish before cancelling them. A
+# session is stopped because its client is done with it (or gave up on it): an answer
+# nobody reads is not worth waiting for. uvicorn's 5 s here, plus closing Chromium, was
+# longer than the runtime's grace (runtimes.local.STOP_GRACE_S), so a session stopped
+# with an action in flight (an env dropping a session whose action timed out, under
+# load) was killed ("ignored SIGTERM") instead of closing its browser.
+SHUTDOWN_GRACE_S = 1.0
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -58,6 +67,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_KEEP_ALIVE_S,
         help="how long an idle keep-alive connection stays open; longer than the clients' "
         "idle limit (SessionClient.max_idle_s), so that the client closes it first",
+    )
+    p.add_argument(
+        "--action-timeout-s",
+        type=float,
+        default=DEFAULT_ACTION_TIMEOUT_S,
+        help="how long an action and its screenshot may take when the request does not "
+        "say (GET /act's timeout); past it: 504, and the episode's page is given up",
     )
     p.add_argument("--log-level", default="info")
     p.add_argument(
@@ -105,20 +121,21 @@ def main(argv: list[str] | None = None) -> int:
     sock.listen(128)
     port = sock.getsockname()[1]
     token, token_source = read_token(args.token_file)
-    config = ServerConfig(
-        host=args.host,
-        port=port,
-        task=args.task,
-        browser=args.browser,
-        backend=BrowserBackend(args.backend) if args.backend else default_backend(),
-        session_id=args.session_id,
-        headless=not args.headed,
-        initial_seed=args.initial_seed,
-        initial_options=json.loads(args.initial_options),
-        token=token,
-        docs=args.docs,
-    )
     try:
+        config = ServerConfig(
+            host=args.host,
+            port=port,
+            task=args.task,
+            browser=args.browser,
+            backend=BrowserBackend(args.backend) if args.backend else default_backend(),
+            session_id=args.session_id,
+            headless=not args.headed,
+            initial_seed=args.initial_seed,
+            initial_options=json.loads(args.initial_options),
+            token=token,
+            docs=args.docs,
+            action_timeout_s=args.action_timeout_s,
+        )
         app = create_app(config)
     except (BrowserNotFoundError, ValueError) as exc:
         logger.error("%s", exc)
@@ -145,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             app,
             log_level=args.log_level,
             access_log=False,
-            timeout_graceful_shutdown=5,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             # uvicorn's default (5 s) closed connections under agents that think longer,
             # racing with their next request (a click sent as the server closed).
             timeout_keep_alive=args.keep_alive_s,  # type: ignore[arg-type]

@@ -25,8 +25,11 @@ from typing import Any, TypeVar
 
 from uirl_gym.actions import (
     ACTION_FIELDS,
+    DEFAULT_ACTION_TIMEOUT_S,
     DEFAULT_SCREEN,
+    MAX_ACTION_TIMEOUT_S,
     MAX_SCROLL_AMOUNT,
+    MIN_ACTION_TIMEOUT_S,
     POINTER_ACTIONS,
     Action,
     ActionType,
@@ -34,7 +37,7 @@ from uirl_gym.actions import (
 from uirl_gym.server.chromium import ImageFormat
 
 ACT_PARAMS = ("action_type", *ACTION_FIELDS, "delay")
-ACT_PARAMS += ("format", "quality")
+ACT_PARAMS += ("format", "quality", "timeout")
 MAX_DELAY_S = 10.0
 # Longer than the action space's 512: upstream types whatever fits in a URL. Bounded so
 # that one request cannot hold the session for minutes (~2-5 ms per character).
@@ -59,6 +62,8 @@ class ActRequest:
     Attributes:
         action: the validated action (coordinates on the screen).
         delay_s, image_format, jpeg_quality: how to take the screenshot.
+        timeout_s: how long the action and its capture may take (``timeout``; the
+            server's default when not given).
         clamped: ``name=given->used`` for each value moved into range.
         ignored: parameters that had no effect.
     """
@@ -67,15 +72,18 @@ class ActRequest:
     delay_s: float = 0.0
     image_format: ImageFormat = ImageFormat.PNG
     jpeg_quality: int = 90
+    timeout_s: float = DEFAULT_ACTION_TIMEOUT_S
     clamped: list[str] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
 
 
 def parse_act_query(
-    query: Mapping[str, str], screen: tuple[int, int] = DEFAULT_SCREEN
+    query: Mapping[str, str],
+    screen: tuple[int, int] = DEFAULT_SCREEN,
+    default_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S,
 ) -> ActRequest:
     """Parse and validate ``GET /act`` parameters (see the module docstring) for a
-    ``screen`` (width, height) screen.
+    ``screen`` (width, height) screen; ``timeout`` defaults to ``default_timeout_s``.
 
     Raises:
         ValueError: naming the parameter and what is allowed.
@@ -115,11 +123,13 @@ def parse_act_query(
     except ValueError:
         allowed = ", ".join(f.value for f in ImageFormat)
         raise ValueError(f"format: must be one of {allowed}, got {query['format']!r}") from None
+    timeout = _float(query, "timeout", default_timeout_s)
     return ActRequest(
         action=action,
         delay_s=_clamp("delay", delay, 0.0, MAX_DELAY_S, clamped),
         image_format=image_format,
         jpeg_quality=_clamp("quality", quality, 1, 100, clamped),
+        timeout_s=_clamp("timeout", timeout, MIN_ACTION_TIMEOUT_S, MAX_ACTION_TIMEOUT_S, clamped),
         clamped=clamped,
         ignored=sorted(set(ignored)),
     )

@@ -17,7 +17,7 @@ import re
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Hashable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,8 +27,19 @@ from urllib.parse import quote
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
-from uirl_gym.actions import DEFAULT_SCREEN, check_screen
-from uirl_gym.runtimes.base import ACTION_ID_HEADER, SESSION_HEADER, new_session_token
+from uirl_gym.actions import (
+    DEFAULT_ACTION_TIMEOUT_S,
+    DEFAULT_SCREEN,
+    MAX_ACTION_TIMEOUT_S,
+    MIN_ACTION_TIMEOUT_S,
+    check_screen,
+)
+from uirl_gym.runtimes.base import (
+    ACTION_ID_HEADER,
+    ACTION_TIMEOUT_HEADER,
+    SESSION_HEADER,
+    new_session_token,
+)
 from uirl_gym.server.act_params import ActRequest, parse_act_query
 from uirl_gym.server.backends import BrowserBackend, make_browser_session
 from uirl_gym.server.chromium import ImageFormat, find_browser
@@ -47,8 +58,10 @@ from uirl_gym.tasks.base import Task, TaskOptionsError, bridge_script
 logger = logging.getLogger(__name__)
 
 # Answers remembered for retried actions (a client retries its last one only; a raw
-# screenshot is 3 MB, so few).
+# screenshot is 3 MB, so few); the ids themselves are remembered for the whole episode,
+# up to this many.
 ACTIONS_REMEMBERED = 4
+ACTION_IDS_REMEMBERED = 10_000
 ACTION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 # Ignored parameters named in X-Ignored-Params, at most (the rest are counted).
 MAX_NAMED_PARAMS = 20
@@ -79,6 +92,9 @@ class ServerConfig:
             random one that nobody else knows (the privileged routes are then closed).
         docs: serve ``/docs`` and ``/openapi.json`` (off: they list every route).
         max_body_bytes: larger request bodies get 413.
+        action_timeout_s: how long an action and its capture may take when the request
+            does not say (``GET /act``'s ``timeout``); past it the answer is a 504 and
+            the episode's page is given up (the next reset starts a fresh one).
     """
 
     host: str = "127.0.0.1"
@@ -93,6 +109,14 @@ class ServerConfig:
     token: str | None = field(default=None, repr=False)
     docs: bool = False
     max_body_bytes: int = MAX_BODY_BYTES
+    action_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        if not MIN_ACTION_TIMEOUT_S <= self.action_timeout_s <= MAX_ACTION_TIMEOUT_S:
+            raise ValueError(
+                f"action_timeout_s: expected {MIN_ACTION_TIMEOUT_S}..{MAX_ACTION_TIMEOUT_S} "
+                f"seconds, got {self.action_timeout_s}"
+            )
 
 
 class SessionState:
@@ -123,13 +147,10 @@ class SessionState:
         self.instruction = ""
         # The episode's screen (width, height): the viewport, what actions may point at.
         self.screen = DEFAULT_SCREEN
-        # The answers to the last actions sent with an action id (see act()).
-        self.done_actions: collections.OrderedDict[str, ActionOutcome] = collections.OrderedDict()
-
-    def remember(self, action_id: str, outcome: ActionOutcome) -> None:
-        self.done_actions[action_id] = outcome
-        while len(self.done_actions) > ACTIONS_REMEMBERED:
-            self.done_actions.popitem(last=False)
+        # The episode's actions sent with an action id (see act()).
+        self.actions = ActionMemory()
+        # Why the episode's page was given up (an action past its deadline); None: fine.
+        self.page_stuck: str | None = None
 
     def task_named(self, name: str) -> Task:
         """This session's object for task ``name`` (``ValueError``: unknown task)."""
@@ -158,11 +179,15 @@ class SessionState:
         self.task = target
         self.browser.app_url = self.app_url(target.name)
         self.screen = screen
+        # Action ids are the episode's: one sent again after the reset is a new action.
+        self.actions = ActionMemory()
+        stuck, self.page_stuck = self.page_stuck, None
         loaded = await self.browser.new_episode(
             episode["app_state"],
             page_scale=float(episode.get("page_scale", 1.0)),
             screen=screen,
-            in_page=bool(episode.get("in_page", False)),
+            # A page that hung is not restarted in place: a fresh context replaces it.
+            in_page=bool(episode.get("in_page", False)) and stuck is None,
         )
         self.instruction = target.page_loaded(loaded, episode["instruction"])
         return {
@@ -181,6 +206,16 @@ def _url_host(host: str) -> str:
 
 def _bad_request(message: str) -> HTTPException:
     return HTTPException(status_code=400, detail=message)
+
+
+def _page_stuck(why: str) -> HTTPException:
+    """504: the episode's page hangs; the session is fine and the next reset starts a
+    fresh page (the header tells a client it need not replace the session)."""
+    return HTTPException(
+        status_code=504,
+        detail=f"{why}; this episode's page is given up: POST /reset starts a fresh one",
+        headers={ACTION_TIMEOUT_HEADER: "true"},
+    )
 
 
 def _browser_down(exc: Exception) -> HTTPException:
@@ -295,6 +330,9 @@ async def health(request: Request) -> JSONResponse:
         "frames_on_demand": getattr(state.browser, "frames_on_demand", False),
         # Episodes that restarted in the last one's page (the CDP backend, MiniWoB++).
         "in_page_episodes": getattr(state.browser, "in_page_episodes", 0),
+        # Pages open in Chromium, and new tabs a page opened that were closed (CDP backend).
+        "open_pages": getattr(state.browser, "open_pages", None),
+        "popups_closed": getattr(state.browser, "popups_closed", 0),
         "session_id": state.session_id,
         "task": state.task.name,
         "episode": state.task.episode_id,
@@ -374,13 +412,58 @@ class ActionOutcome:
         )
 
 
+class ActionMemory:
+    """The episode's actions sent with an action id: what each id asked for (all of
+    them, up to ``ACTION_IDS_REMEMBERED``) and the answers to the last
+    ``ACTIONS_REMEMBERED``. A reset starts a new memory: ids are keyed by episode.
+
+    Methods:
+        recall: the remembered answer to a repeat; HTTPException 409 for an id that
+            asked for something else, or whose answer is no longer kept.
+        remember: keep an action's answer.
+    """
+
+    def __init__(self) -> None:
+        self._asked: dict[str, Hashable] = {}
+        self._answers: collections.OrderedDict[str, ActionOutcome] = collections.OrderedDict()
+
+    def recall(self, action_id: str, request: Hashable) -> ActionOutcome | None:
+        asked = self._asked.get(action_id)
+        if asked is None:
+            return None
+        if asked != request:
+            raise HTTPException(
+                409,
+                f"{ACTION_ID_HEADER} {action_id!r} was used in this episode for another "
+                "action; an id names one action: send a new id for a new action",
+            )
+        answer = self._answers.get(action_id)
+        if answer is None:
+            raise HTTPException(
+                409,
+                f"{ACTION_ID_HEADER} {action_id!r}: this action was performed earlier in "
+                f"the episode and its answer is no longer kept (only the last "
+                f"{ACTIONS_REMEMBERED} are); it is not performed twice",
+            )
+        return answer
+
+    def remember(self, action_id: str, request: Hashable, outcome: ActionOutcome) -> None:
+        if len(self._asked) >= ACTION_IDS_REMEMBERED:
+            del self._asked[next(iter(self._asked))]
+        self._asked[action_id] = request
+        self._answers[action_id] = outcome
+        while len(self._answers) > ACTIONS_REMEMBERED:
+            self._answers.popitem(last=False)
+
+
 @router.get("/act")
 async def act(request: Request) -> Response:
     """Perform an action and answer its settled screenshot.
 
-    With an ``X-UIRL-Action-Id`` header, the answer is remembered: the same id again
-    (a client whose connection broke before the answer came) gets that answer, and
-    the action is not performed twice.
+    With an ``X-UIRL-Action-Id`` header, the answer is remembered for the episode: the
+    same id with the same action again (a client whose connection broke before the
+    answer came) gets that answer, and the action is not performed twice; the same id
+    with another action is a 409.
     """
     state: SessionState = request.app.state.session
     action_id = request.headers.get(ACTION_ID_HEADER)
@@ -389,13 +472,15 @@ async def act(request: Request) -> Response:
             f"{ACTION_ID_HEADER}: 1-64 letters, digits and . _ : -, got {action_id[:80]!r}"
         )
     try:
-        parsed = parse_act_query(request.query_params, state.screen)
+        parsed = parse_act_query(request.query_params, state.screen, state.config.action_timeout_s)
     except ValueError as exc:
         raise _bad_request(str(exc)) from None
+    # What makes a repeat the same request (the deadline may differ).
+    asked = (parsed.action, parsed.delay_s, parsed.image_format, parsed.jpeg_quality)
     async with state.lock:
         # Looked up under the lock: a retry that arrived while its first copy was still
         # acting waits for it here, then finds its answer.
-        done = state.done_actions.get(action_id) if action_id is not None else None
+        done = state.actions.recall(action_id, asked) if action_id is not None else None
         if done is not None:
             logger.info("action %s sent again: its answer is replayed, not the action", action_id)
             return done.response(request, replayed=True)
@@ -403,21 +488,36 @@ async def act(request: Request) -> Response:
             outcome = await _perform(state, parsed)
         except HTTPException as exc:
             body = json.dumps({"detail": exc.detail}).encode()
-            outcome = ActionOutcome(exc.status_code, body, "application/json")
+            outcome = ActionOutcome(exc.status_code, body, "application/json", exc.headers or {})
         if action_id is not None:
-            state.remember(action_id, outcome)
+            state.actions.remember(action_id, asked, outcome)
     return outcome.response(request)
 
 
 async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
-    """Act and capture (the lock is held); HTTPException when it failed."""
+    """Act and capture (the lock is held) within the request's deadline; HTTPException
+    when it failed."""
+    if state.page_stuck is not None:
+        raise _page_stuck(state.page_stuck)
     t0 = time.perf_counter()
     try:
-        await state.browser.act(parsed.action)
+        async with asyncio.timeout(parsed.timeout_s):
+            await state.browser.act(parsed.action)
         t1 = time.perf_counter()
         if parsed.delay_s:
             await asyncio.sleep(parsed.delay_s)
-        image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
+        async with asyncio.timeout(max(parsed.timeout_s - (t1 - t0), MIN_ACTION_TIMEOUT_S)):
+            image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
+    except TimeoutError:
+        what = parsed.action.type.value
+        state.page_stuck = (
+            f"the {what} action and its screenshot did not finish within "
+            f"{parsed.timeout_s:g}s (a page that hangs?)"
+        )
+        logger.warning(
+            "episode %s: %s; the page is given up", state.task.episode_id, state.page_stuck
+        )
+        raise _page_stuck(state.page_stuck) from None
     except state.browser_errors as exc:
         raise await _browser_error(state, exc, f"the {parsed.action.type.value} action") from None
     except RuntimeError as exc:
@@ -493,8 +593,15 @@ async def oracle(request: Request) -> JSONResponse:
     state: SessionState = request.app.state.session
     require_token(request, "GET /oracle")
     async with state.lock:
+        if state.page_stuck is not None:
+            raise _page_stuck(state.page_stuck)
         try:
-            page_state = await state.browser.inspect()
+            async with asyncio.timeout(state.config.action_timeout_s):
+                page_state = await state.browser.inspect()
+        except TimeoutError:
+            raise _page_stuck(
+                f"the page did not answer within {state.config.action_timeout_s:g}s"
+            ) from None
         except state.browser_errors as exc:
             raise await _browser_error(state, exc, "reading the page") from None
         except RuntimeError as exc:

@@ -226,7 +226,7 @@ class BrowserSession:
         self._page_scale = page_scale
         await self._apply_page_scale()
         loaded = await tab.page.evaluate(
-            "async (state) => { const loaded = await window.uirlLoad(state);"
+            "async (state) => { window.focus(); const loaded = await window.uirlLoad(state);"
             " await navigator.clipboard.writeText(''); return loaded ?? null; }",
             app_state,
         )

@@ -32,6 +32,7 @@ import asyncio
 import base64
 import io
 import logging
+import math
 import os
 import shlex
 import time
@@ -157,12 +158,36 @@ _WHEEL_JS = """(({x, y, dx, dy, ctrlKey, shiftKey, altKey, metaKey}) => {
   }
   return "nothing to scroll";
 })"""
+# Whether a page point is on a scrollbar: the viewport's (no element there), or the
+# part of an element's border box outside its client area and borders.
+_ON_SCROLLBAR_JS = """((x, y) => {
+  const el = document.elementFromPoint(x, y);
+  if (!el) return x >= 0 && y >= 0 && x < innerWidth && y < innerHeight;
+  const box = el.getBoundingClientRect();
+  const style = getComputedStyle(el);
+  const left = box.left + el.clientLeft, top = box.top + el.clientTop;
+  const right = box.right - parseFloat(style.borderRightWidth);
+  const bottom = box.bottom - parseFloat(style.borderBottomWidth);
+  const inX = x >= left && x < right, inY = y >= top && y < bottom;
+  const vertical = el.offsetWidth - el.clientWidth - el.clientLeft
+    - parseFloat(style.borderRightWidth) > 0;
+  const horizontal = el.offsetHeight - el.clientHeight - el.clientTop
+    - parseFloat(style.borderBottomWidth) > 0;
+  return (vertical && inY && x >= left + el.clientWidth && x < right) ||
+    (horizontal && inX && y >= top + el.clientHeight && y < bottom);
+})"""
 _TWO_FRAMES_JS = "new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r)))"
 _NAVIGATION_ERRORS = ("context was destroyed", "Cannot find context", "navigated or closed")
 _BUTTON_BITS = {"left": 1, "right": 2, "middle": 4}
 LOAD_TIMEOUT_S = 30.0
 
 EventRecorder = Any  # Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def _set_event() -> asyncio.Event:
+    event = asyncio.Event()
+    event.set()
+    return event
 
 
 @dataclass
@@ -172,8 +197,11 @@ class _Tab:
     context_id: str
     target_id: str
     session_id: str
+    # Set once the document on the screen has fired ``load`` (cleared when a new document
+    # commits, not by a same-document navigation: a hash link, ``history.pushState``).
     loaded: asyncio.Event = field(default_factory=asyncio.Event)
-    loading: bool = False
+    # Set while no navigation is in flight in the main frame.
+    idle: asyncio.Event = field(default_factory=_set_event)
     url: str = ""  # the app it was loaded with
     screen: tuple[int, int] = DEFAULT_SCREEN  # its viewport (width, height)
     page_scale: float = 1.0
@@ -229,6 +257,10 @@ class CdpBrowserSession:
         self.launches = 0
         # Episodes started in the page of the last one (``new_episode(in_page=True)``).
         self.in_page_episodes = 0
+        # Page targets (target id -> browser context id), and how many a page opened that
+        # were closed (see _on_target_created).
+        self._pages: dict[str, str] = {}
+        self.popups_closed = 0
         self.frames_on_demand = (
             is_headless_shell(executable_path)
             and headless
@@ -245,6 +277,12 @@ class CdpBrowserSession:
             self.executable_path, [*CHROMIUM_ARGS, *frame_args, *extra], headless=self.headless
         )
         self._process.connection.on("__closed__", self._on_closed)
+        self._pages = {}
+        self._process.connection.on("Target.targetCreated", self._on_target_created)
+        self._process.connection.on(
+            "Target.targetDestroyed", lambda p: self._pages.pop(p.get("targetId"), None)
+        )
+        await self._cdp.send("Target.setDiscoverTargets", {"discover": True})
         self.alive = True
         self.launches += 1
         kind = "headless shell" if is_headless_shell(self.executable_path) else "full Chromium"
@@ -268,6 +306,26 @@ class CdpBrowserSession:
         for target in (await self._cdp.send("Target.getTargets"))["targetInfos"]:
             if target["type"] == "page":
                 await self._cdp.send("Target.closeTarget", {"targetId": target["targetId"]})
+
+    def _on_target_created(self, params: dict[str, Any]) -> None:
+        """A second page in an episode's context was opened by its page (a new tab or
+        window): close it. The popup guard keeps pages from opening one; this is the
+        backstop for what it cannot see (a script's ``form.submit()`` to a new window)."""
+        info = params.get("targetInfo", {})
+        if info.get("type") != "page":
+            return
+        target_id, context = info.get("targetId", ""), info.get("browserContextId", "")
+        if context and context in self._pages.values():
+            self.popups_closed += 1
+            logger.warning("the page opened a new tab (%s); closed it", info.get("url"))
+            self._in_background(self._cdp.send("Target.closeTarget", {"targetId": target_id}))
+            return
+        self._pages[target_id] = context
+
+    @property
+    def open_pages(self) -> int:
+        """Page targets open in Chromium (the episode's and the one prepared)."""
+        return len(self._pages)
 
     def _on_closed(self, params: dict[str, Any]) -> None:
         if self.alive:
@@ -381,14 +439,21 @@ class CdpBrowserSession:
     def _listen(self, tab: _Tab) -> None:
         cdp, sid = self._cdp, tab.session_id
 
+        # A navigation starts and stops loading; only one that commits a new document
+        # (``frameNavigated``) waits for that document's ``load``. A same-document one
+        # (``navigatedWithinDocument``: a hash link, ``pushState``) fires no ``load``, and
+        # waiting for one stalled the action until its timeout (MiniWoB's search-engine).
         def started(params: dict[str, Any]) -> None:
             if params.get("frameId") == tab.target_id:
-                tab.loading = True
-                tab.loaded.clear()
+                tab.idle.clear()
 
         def stopped(params: dict[str, Any]) -> None:
             if params.get("frameId") == tab.target_id:
-                tab.loading = False
+                tab.idle.set()
+
+        def navigated(params: dict[str, Any]) -> None:
+            if params.get("frame", {}).get("id") == tab.target_id:
+                tab.loaded.clear()
 
         def load_fired(_params: dict[str, Any]) -> None:
             tab.loaded.set()
@@ -407,6 +472,7 @@ class CdpBrowserSession:
 
         cdp.on("Page.frameStartedLoading", started, sid)
         cdp.on("Page.frameStoppedLoading", stopped, sid)
+        cdp.on("Page.frameNavigated", navigated, sid)
         cdp.on("Page.loadEventFired", load_fired, sid)
         cdp.on("Runtime.executionContextCreated", context_created, sid)
         cdp.on("Runtime.executionContextDestroyed", context_destroyed, sid)
@@ -414,18 +480,25 @@ class CdpBrowserSession:
         cdp.on("Runtime.bindingCalled", lambda p: self._on_binding(tab, p), sid)
 
     async def _navigate(self, tab: _Tab, url: str) -> None:
-        tab.loaded.clear()
         tab.url = url
+        was_loaded = tab.loaded.is_set()
+        # Cleared before: the new document's load event may come before the answer.
+        tab.loaded.clear()
         result = await self._cdp.send(
             "Page.navigate", {"url": url}, session_id=tab.session_id, timeout_s=LOAD_TIMEOUT_S
         )
         if result.get("errorText"):
             raise CdpError(f"loading {url} failed: {result['errorText']}", method="Page.navigate")
+        if not result.get("loaderId") and was_loaded:  # same-document: no load event comes
+            tab.loaded.set()
         await self._wait_loaded(tab)
 
     async def _wait_loaded(self, tab: _Tab) -> None:
+        """Until no navigation is in flight and the document on the screen has loaded."""
         try:
-            await asyncio.wait_for(tab.loaded.wait(), LOAD_TIMEOUT_S)
+            async with asyncio.timeout(LOAD_TIMEOUT_S):
+                await tab.idle.wait()
+                await tab.loaded.wait()
         except TimeoutError:
             raise CdpError(f"the page did not load within {LOAD_TIMEOUT_S:.0f}s") from None
 
@@ -495,8 +568,12 @@ class CdpBrowserSession:
             self._page_scale = page_scale
             tab.page_scale = page_scale
             await self._apply_page_scale()
+        # The document takes the focus back first, as a fresh page has it: an agent that
+        # tabbed out of it (past the last field) left it unfocused, and clearing the
+        # clipboard then failed ("Document is not focused") at every in-page reset.
         loaded = await self._eval(
-            f"(async () => {{ const loaded = await {_js_call('window.uirlLoad', app_state)}; "
+            f"(async () => {{ window.focus(); "
+            f"const loaded = await {_js_call('window.uirlLoad', app_state)}; "
             "await navigator.clipboard.writeText(''); return loaded ?? null; })()"
         )
         self._app_state = app_state
@@ -672,15 +749,17 @@ class CdpBrowserSession:
         elif t is ActionType.DRAG:
             await self._drag(action)
 
-    async def _input(self, method: str, params: dict[str, Any]) -> None:
+    async def _input(self, method: str, params: dict[str, Any], *, frames: bool = True) -> None:
+        """Dispatch an input event; a frame-aligned one is delivered by frames begun
+        until Chromium acknowledges it (``frames=False``: by the next frame anyone begins)."""
         session_id = self._current().session_id
-        if self._page_scale != 1.0 and "x" in params:
-            # Chromium takes pointer coordinates in page pixels, whatever the pinch zoom.
-            s = self._page_scale
-            params = {**params, "x": params["x"] / s, "y": params["y"] / s}
+        if "x" in params:
+            x, y = self._page_point(params["x"], params["y"])
+            params = {**params, "x": x, "y": y}
         if self._held and method == "Input.dispatchMouseEvent":
             params = {**params, "modifiers": modifier_mask(self._held)}
-        if not (self.frames_on_demand and params.get("type") in _FRAME_ALIGNED_MOUSE_EVENTS):
+        aligned = params.get("type") in _FRAME_ALIGNED_MOUSE_EVENTS
+        if not (self.frames_on_demand and aligned and frames):
             await self._cdp.send(method, params, session_id=session_id)
             return
         sent = asyncio.ensure_future(self._cdp.send(method, params, session_id=session_id))
@@ -695,6 +774,17 @@ class CdpBrowserSession:
             # acknowledges the event (or the command times out).
             await asyncio.wait({sent}, timeout=0.003 if frames < 4 else 0.016)
         await sent
+
+    def _page_point(self, x: float, y: float) -> tuple[int, int]:
+        """The page pixel under a screen point (Chromium takes pointer input in page
+        pixels, whatever the pinch zoom): the pixel's corner, as at zoom 1, never a
+        fraction. At a fractional point on the edge of a scrollbar's thumb (screen pixel
+        320 at zoom 3 is page x 106.67) the compositor and the page disagreed about what
+        was pressed, and the drag that followed left ``beginFrame`` unanswered for good
+        (MiniWoB's copy-paste at zoom 2 and 3, found by the stall hunt); a drag's steps
+        between its ends are whole pixels too."""
+        s = self._page_scale
+        return math.floor(x / s), math.floor(y / s)
 
     async def _begin_frame(self, screenshot: dict[str, Any] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {} if screenshot is None else {"screenshot": screenshot}
@@ -730,18 +820,32 @@ class CdpBrowserSession:
         the events a person's drag sends (pointer-event drags, selections, sliders)."""
         x0, y0, x1, y1 = action.x, action.y, action.end_x, action.end_y
         await self._mouse_move(x0, y0)  # type: ignore[arg-type]
+        # Frames begun between the moves of a drag that holds a scrollbar's thumb stop
+        # Chromium for good (measured: Chromium 156's headless shell, ``beginFrame``
+        # unanswered after the second move, on the viewport's scrollbars). So a drag that
+        # starts on a scrollbar moves once, to its end, and one frame delivers that move
+        # before the release (Chromium scrolls for one thumb move per frame): the thumb
+        # ends where it is dropped, as at 60 Hz. Nothing else is lost: a page gets no
+        # mousemove while a scrollbar holds the pointer.
+        on_scrollbar = self.frames_on_demand and await self._eval(
+            _js_call(_ON_SCROLLBAR_JS, *self._page_point(x0, y0))  # type: ignore[arg-type]
+        )
         left = _BUTTON_BITS["left"]
         press = {"button": "left", "buttons": left, "clickCount": 1}
         await self._input(
             "Input.dispatchMouseEvent", {"type": "mousePressed", "x": x0, "y": y0, **press}
         )
-        for i in range(1, DRAG_MOVE_STEPS + 1):
-            x = x0 + (x1 - x0) * i / DRAG_MOVE_STEPS  # type: ignore[operator]
-            y = y0 + (y1 - y0) * i / DRAG_MOVE_STEPS  # type: ignore[operator]
-            await self._input(
-                "Input.dispatchMouseEvent",
-                {"type": "mouseMoved", "x": x, "y": y, "button": "left", "buttons": left},
-            )
+        steps = 1 if on_scrollbar else DRAG_MOVE_STEPS
+        for i in range(1, steps + 1):
+            x = x0 + (x1 - x0) * i / steps  # type: ignore[operator]
+            y = y0 + (y1 - y0) * i / steps  # type: ignore[operator]
+            move = {"type": "mouseMoved", "x": x, "y": y, "button": "left", "buttons": left}
+            if on_scrollbar:
+                self._in_background(self._input("Input.dispatchMouseEvent", move, frames=False))
+                await asyncio.sleep(0)  # its task writes it to the pipe before the frame
+                await self._begin_frame()
+            else:
+                await self._input("Input.dispatchMouseEvent", move)
         self._mouse = (x1, y1)  # type: ignore[assignment]
         await self._input(
             "Input.dispatchMouseEvent",
@@ -764,8 +868,8 @@ class CdpBrowserSession:
         ]
         x, y = self._mouse
         if self.frames_on_demand:
-            s = self._page_scale  # elementFromPoint takes page pixels
-            wheel = {"x": x / s, "y": y / s, "dx": dx, "dy": dy}
+            page_x, page_y = self._page_point(x, y)  # elementFromPoint takes page pixels
+            wheel = {"x": page_x, "y": page_y, "dx": dx, "dy": dy}
             wheel |= {f"{k.lower().replace('control', 'ctrl')}Key": True for k in self._held}
             await self._eval(f"{_WHEEL_JS}({orjson.dumps(wheel).decode()})")
         else:
@@ -862,7 +966,7 @@ class CdpBrowserSession:
             if not any(s in str(exc) for s in _NAVIGATION_ERRORS):
                 raise
             settled = False
-        if tab.loading or not tab.loaded.is_set():
+        if not (tab.idle.is_set() and tab.loaded.is_set()):
             await self._wait_loaded(tab)
             settled = await self._eval(_SETTLE_JS)
         if not settled:

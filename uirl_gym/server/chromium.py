@@ -170,6 +170,30 @@ POPUP_GUARD_JS = """(() => {
       event.preventDefault();
     }
   }, true);
+  // No tab or window opens either (one page per session, the one on the screen): a
+  // link activated with Shift, Ctrl or Meta (a click, or Enter on a focused link), a
+  // middle click, a link or form whose target is a new window, and window.open. The
+  // page's own handlers still run; only the browser's default (the new tab) is
+  // cancelled, as a popup blocker would. Measured before: each Shift+Enter on a focused
+  // link opened a background tab (a renderer each).
+  const SAME_WINDOW = ["", "_self", "_parent", "_top"];
+  const newWindow = (target) => !SAME_WINDOW.includes((target || "").toLowerCase());
+  const guardLink = (event) => {
+    const t = event.target;
+    const link = t && t.closest ? t.closest("a[href], area[href]") : null;
+    if (!link) return;
+    const modified = event.shiftKey || event.ctrlKey || event.metaKey || event.button === 1;
+    if (modified || newWindow(link.target)) event.preventDefault();
+  };
+  addEventListener("click", guardLink, true);
+  addEventListener("auxclick", guardLink, true);
+  addEventListener("submit", (event) => {
+    const submitter = event.submitter;
+    const target = submitter && submitter.hasAttribute("formtarget")
+      ? submitter.getAttribute("formtarget") : event.target.target;
+    if (newWindow(target)) event.preventDefault();
+  }, true);
+  window.open = function () { return null; };
   for (const proto of [HTMLInputElement.prototype, HTMLSelectElement.prototype]) {
     if (proto.showPicker) proto.showPicker = function () {};
   }

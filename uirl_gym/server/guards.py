@@ -145,7 +145,12 @@ class BodyLimitMiddleware:
 
 
 async def _answer(send: Send, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
+    await send_json(send, status, {"detail": detail})
+
+
+async def send_json(send: Send, status: int, content: Any) -> None:
+    """A whole JSON answer from an ASGI middleware (the connection closes after it)."""
+    body = json.dumps(content).encode()
     await send(
         {
             "type": "http.response.start",

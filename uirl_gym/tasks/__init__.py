@@ -135,7 +135,7 @@ def _add(spec: TaskSpec) -> bool:
     if spec.env_id not in registry:
         register(
             id=spec.env_id,
-            entry_point="uirl_gym.env:UIEnv",
+            entry_point="uirl_gym.env:make_env",
             vector_entry_point="uirl_gym.vector:SessionVectorEnv",
             max_episode_steps=MAX_EPISODE_STEPS,
             nondeterministic=spec.nondeterministic,
