@@ -17,6 +17,7 @@ from uirl_gym.actions import (
     parse_keys,
     to_action,
 )
+from uirl_gym.server.act_params import parse_act_query
 
 
 @pytest.mark.parametrize(
@@ -42,7 +43,7 @@ def test_parse_keys(keys: str, expected: str) -> None:
 
 def test_round_trips() -> None:
     action = Action(ActionType.SCROLL, 10, 20, direction="down", amount=5)
-    assert Action.from_query(action.to_query()) == action
+    assert parse_act_query(action.to_query()).action == action
     assert to_action(action.to_space_sample()) == action
     assert to_action({"type": "keys", "keys": "ctrl+v"}) == Action(ActionType.KEYS, keys="ctrl+v")
     assert to_action({"action_type": "left_click", "x": 1, "y": 2}) == Action("left_click", 1, 2)
@@ -92,4 +93,4 @@ def test_every_pyautogui_key_name_maps_to_a_key_the_browser_knows() -> None:
 def test_empty_text_is_a_valid_no_op_and_directions_ignore_case() -> None:
     assert Action(ActionType.TYPE, text="").validate().text == ""
     assert Action(ActionType.SCROLL, direction="DOWN").direction is ScrollDirection.DOWN
-    assert Action.from_query({"action_type": "scroll", "direction": "Up"}).direction == "up"
+    assert parse_act_query({"action_type": "scroll", "direction": "Up"}).action.direction == "up"

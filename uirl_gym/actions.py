@@ -1,9 +1,9 @@
 """Actions: the one vocabulary shared by the env, the session server, the agents.
 
 An :class:`Action` is what an agent does to the screen, in screen pixels. It converts
-to the query parameters of ``GET /act`` (:meth:`Action.to_query`) and back
-(:meth:`Action.from_query`), and to and from the Gymnasium :func:`action_space`
-sample layout (:meth:`Action.to_space_sample`, :func:`to_action`).
+to the query parameters of ``GET /act`` (:meth:`Action.to_query`; the server parses
+them back with ``server.act_params.parse_act_query``), and to and from the Gymnasium
+:func:`action_space` sample layout (:meth:`Action.to_space_sample`, :func:`to_action`).
 
 Validation lives here, once: the server calls :meth:`Action.validate` on every
 request and turns its ``ValueError`` into a 4xx; the env calls it before sending so
@@ -438,29 +438,6 @@ class Action:
             if value is not None:
                 query[name] = str(value.value if isinstance(value, enum.Enum) else value)
         return query
-
-    @classmethod
-    def from_query(cls, query: Mapping[str, str | None]) -> Action:
-        """Build an action from ``GET /act`` parameters (strings), validating it.
-
-        Raises:
-            ValueError: a field that is missing, not an integer, or out of range.
-        """
-        fields: dict[str, Any] = {"type": query.get("action_type")}
-        if fields["type"] is None:
-            raise ValueError("action_type: missing")
-        for name in ("x", "y", "amount", "end_x", "end_y"):
-            raw = query.get(name)
-            if raw is None or raw == "":
-                continue
-            try:
-                fields[name] = int(raw)
-            except (TypeError, ValueError):
-                raise ValueError(f"{name}: must be an integer, got {raw!r}") from None
-        for name in ("text", "keys", "direction"):
-            if query.get(name) is not None:
-                fields[name] = query[name]
-        return cls(**fields).validate()
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enum values as strings, ``None`` fields left out)."""

@@ -251,9 +251,6 @@ class SessionClient:
         if self._last_used and time.monotonic() - self._last_used > self.max_idle_s:
             self._adapter.close()
 
-    def status_text(self) -> str:
-        return self._request("GET", "/", idempotent=True).text
-
     def health(self) -> dict[str, Any]:
         """``GET /health`` as JSON (an unhealthy server raises SessionUnavailableError)."""
         return self._request("GET", "/health", idempotent=True).json()
