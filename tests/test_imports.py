@@ -1,9 +1,12 @@
-"""The import graph of ``uirl_agents`` (read with ``ast``, nothing imported): no circles,
-and no module imports another's private names.
+"""The import graph of ``uirl_gym`` and ``uirl_agents`` (read with ``ast``, nothing
+imported): no circles, no module imports another's private names, and every module
+loads when it is imported first.
 
 Every import counts, at the top of a module or inside a function, type-only ones too:
 an import put in a function to dodge a circle at load time is still a circle in the
-design (issue 23: ``push.py`` and ``trainers/common.py``, ``grpo.py`` and ``ppo.py``).
+design (issue 23: ``push.py`` and ``trainers/common.py``, ``grpo.py`` and ``ppo.py``;
+issue 34: MiniWoB++'s ``__init__.py`` and its ``task.py``/``score.py``, the Kubernetes
+runtime's config and its pods).
 """
 
 from __future__ import annotations
@@ -13,13 +16,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = "uirl_agents"
+PACKAGES = ("uirl_gym", "uirl_agents")
+AGENTS = "uirl_agents"
 
 
 def module_names() -> dict[str, Path]:
-    """``uirl_agents.x.y`` -> its file, for every module of the package."""
+    """``uirl_gym.x.y`` -> its file, for every module of both packages."""
     modules = {}
-    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+    for path in sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -49,7 +53,7 @@ def imports(module: str, path: Path) -> Iterator[tuple[str, str | None, int]]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Module -> the package's modules it imports (``from pkg import sub`` names the
+    """Module -> the packages' modules it imports (``from pkg import sub`` names the
     submodule when there is one)."""
     modules = module_names()
     graph: dict[str, set[str]] = {m: set() for m in modules}
@@ -96,9 +100,11 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_package_has_no_import_cycles() -> None:
+def test_the_packages_have_no_import_cycles() -> None:
     graph = import_graph()
-    assert len(graph) > 30 and "uirl_agents.trainers.grpo" in graph
+    assert len(graph) > 100 and {"uirl_agents.trainers.grpo", "uirl_gym.tasks.miniwob"} <= set(
+        graph
+    )
     found = cycles(graph)
     details = [
         f"{' <-> '.join(c)}: "
@@ -113,7 +119,7 @@ def _private(name: str) -> bool:
 
 
 def test_no_module_imports_another_modules_private_names() -> None:
-    """Neither ``from uirl_agents.x import _name`` nor ``x._name`` on a module of ours."""
+    """Neither ``from uirl_gym.x import _name`` nor ``x._name`` on a module of ours."""
     modules = module_names()
     offences = []
     for module, path in modules.items():
@@ -126,7 +132,7 @@ def test_no_module_imports_another_modules_private_names() -> None:
                 for alias in node.names:
                     if f"{source}.{alias.name}" in modules:
                         aliases.add(alias.asname or alias.name)
-                    elif source.startswith(PACKAGE) and _private(alias.name):
+                    elif source.startswith(PACKAGES) and _private(alias.name):
                         offences.append(f"{path.relative_to(ROOT)}:{node.lineno}: {alias.name}")
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (
@@ -145,9 +151,9 @@ def test_the_loop_and_what_the_algorithms_share_import_no_algorithm() -> None:
     """``loop.py`` runs every algorithm and ``scoring.py`` sits below them (issue 23):
     neither reaches ``rs``, ``grpo`` or ``ppo``, even through another module."""
     graph = import_graph()
-    algorithms = {f"{PACKAGE}.trainers.{name}" for name in ("rs", "grpo", "ppo")}
+    algorithms = {f"{AGENTS}.trainers.{name}" for name in ("rs", "grpo", "ppo")}
     for module in ("loop", "scoring", "update", "sft", "run"):
-        reached, todo = set(), [f"{PACKAGE}.trainers.{module}"]
+        reached, todo = set(), [f"{AGENTS}.trainers.{module}"]
         while todo:
             for nxt in graph[todo.pop()] - reached:
                 reached.add(nxt)
@@ -155,28 +161,68 @@ def test_the_loop_and_what_the_algorithms_share_import_no_algorithm() -> None:
         assert not reached & algorithms, f"trainers.{module} reaches {reached & algorithms}"
 
 
-def test_every_trainer_module_imports_first_in_a_fresh_interpreter() -> None:
-    """The check anyone can run (issue 23): each trainer module, imported before any
-    other, loads; two orders (forward and reversed), one interpreter each."""
+def test_the_environment_never_imports_the_agents() -> None:
+    """``uirl_gym`` installs and runs without the ML stack (docs/architecture.md)."""
+    graph = import_graph()
+    offences = [
+        f"{module} -> {target}"
+        for module, targets in graph.items()
+        if module.startswith("uirl_gym")
+        for target in targets
+        if target.startswith(AGENTS)
+    ]
+    assert not offences, offences
+
+
+# Run in a fresh interpreter: imports ``MODULES`` one by one, each after every module of
+# the packages has been dropped from sys.modules, so that each loads first (third-party
+# libraries stay loaded: only ours matter). Our modules are compiled once and the code
+# reused (with PYTHONDONTWRITEBYTECODE no .pyc is kept, and each module is loaded ~100
+# times): the check is the loading, not the compiler.
+IMPORT_EACH_FIRST = """
+import importlib, importlib.machinery as machinery, sys, warnings
+warnings.simplefilter("ignore")
+compiled, compile_source = {}, machinery.SourceFileLoader.source_to_code
+def source_to_code(self, data, path, *, _optimize=-1):
+    key = (path, bytes(data))
+    if key not in compiled:
+        compiled[key] = compile_source(self, data, path, _optimize=_optimize)
+    return compiled[key]
+machinery.SourceFileLoader.source_to_code = source_to_code
+for name in MODULES:
+    for loaded in [m for m in sys.modules if m.startswith(PACKAGES)]:
+        del sys.modules[loaded]
+    importlib.import_module(name)
+"""
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter() -> None:
+    """The check anyone can run (issues 23 and 34): each module of both packages,
+    imported with nothing of either package loaded before it, loads. One interpreter per
+    package, both at once."""
     import os
     import subprocess
     import sys
 
-    trainers = sorted(m for m in module_names() if m.startswith(f"{PACKAGE}.trainers."))
-    assert len(trainers) > 10
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    for order in (trainers, trainers[::-1]):
-        # A fresh interpreter per order; within it, each module is imported after every
-        # module before it in the list has been dropped from sys.modules, so it loads
-        # first, with nothing of the package already imported.
-        code = (
-            "import importlib, sys\n"
-            f"for name in {order!r}:\n"
-            "    for loaded in [m for m in sys.modules if m.startswith('uirl_agents')]:\n"
-            "        del sys.modules[loaded]\n"
-            "    importlib.import_module(name)\n"
+    procs = []
+    for package in PACKAGES:
+        modules = sorted(m for m in module_names() if m.split(".")[0] == package)
+        code = f"MODULES, PACKAGES = {modules!r}, {PACKAGES!r}\n" + IMPORT_EACH_FIRST
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         )
-        proc = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
-        )
-        assert proc.returncode == 0, proc.stderr[-3000:]
+    try:
+        for package, proc in zip(PACKAGES, procs, strict=True):
+            _, stderr = proc.communicate(timeout=300)
+            assert proc.returncode == 0, f"{package}: {stderr[-3000:]}"
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

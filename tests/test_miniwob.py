@@ -25,8 +25,8 @@ from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.base import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks import TASK_GROUPS, TASKS, expand_tasks, task_spec
-from uirl_gym.tasks.miniwob import miniwob_tasks
 from uirl_gym.tasks.miniwob.expert import SOLVED_TASKS
+from uirl_gym.tasks.miniwob.wheel import miniwob_tasks
 
 pytestmark = pytest.mark.skipif(not miniwob_tasks(), reason="the miniwob wheel is not installed")
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,27 +124,8 @@ class KubernetesRuntimeConfig:
         that a saved or logged config never holds the variable's value)."""
         return self.proxy_token or os.environ.get(PROXY_TOKEN_ENV_VAR) or None
 
-    def pod_manifest(
-        self, template: Mapping[str, Any], session_id: str, token: str | None = None
-    ) -> dict[str, Any]:
-        """The pod of one session: ``template`` with this config's fields filled in."""
-        from uirl_gym.runtimes.k8s_pods import build_pod_manifest
-
-        assert self.run_id is not None  # set in __post_init__
-        return build_pod_manifest(
-            template,
-            session_id=session_id,
-            token=token,
-            run_id=self.run_id,
-            image=self.image,
-            task=self.task,
-            port=self.container_port,
-            ttl_s=self.orphan_ttl_s,
-            image_pull_policy=self.image_pull_policy,
-            resources_override=self.resources_override(),
-        )
-
     def resources_override(self) -> dict[str, dict[str, str | None]]:
+        """The pod resources these settings change (``None``: remove the template's)."""
         override: dict[str, dict[str, str | None]] = {"requests": {}, "limits": {}}
         for kind, resource, value in (
             ("requests", "cpu", self.cpu_request),

@@ -50,7 +50,7 @@ from uirl_gym.runtimes.k8s_api import (
     load_api_client,
     session_selector,
 )
-from uirl_gym.runtimes.k8s_config import DEFAULT_ORPHAN_TTL_S
+from uirl_gym.runtimes.k8s_config import DEFAULT_ORPHAN_TTL_S, KubernetesRuntimeConfig
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +88,30 @@ def expiry(ttl_s: float, now: datetime | None = None) -> str:
     """The ``uirl/expires-at`` value ``ttl_s`` from now (RFC 3339, UTC)."""
     now = now or datetime.now(UTC)
     return (now + timedelta(seconds=ttl_s)).isoformat(timespec="seconds")
+
+
+def pod_manifest_for(
+    config: KubernetesRuntimeConfig,
+    template: Mapping[str, Any],
+    session_id: str,
+    token: str | None = None,
+) -> dict[str, Any]:
+    """The pod of one session of a runtime with ``config``: ``template`` with the
+    config's fields filled in (here, not a method of the config: ``k8s_config`` stays
+    below this module and loads without the ``kubernetes`` client)."""
+    assert config.run_id is not None  # set in __post_init__
+    return build_pod_manifest(
+        template,
+        session_id=session_id,
+        token=token,
+        run_id=config.run_id,
+        image=config.image,
+        task=config.task,
+        port=config.container_port,
+        ttl_s=config.orphan_ttl_s,
+        image_pull_policy=config.image_pull_policy,
+        resources_override=config.resources_override(),
+    )
 
 
 def build_pod_manifest(

@@ -52,6 +52,7 @@ from uirl_gym.runtimes.k8s_pods import (
     cleanup_orphans,
     expiry,
     load_template,
+    pod_manifest_for,
 )
 
 logger = logging.getLogger(__name__)
@@ -125,7 +126,7 @@ class KubernetesRuntime:
         self._start_pod = PodStarter(
             api,
             self._cache,
-            manifest_for=lambda sid, token: cfg.pod_manifest(self._template, sid, token),
+            manifest_for=lambda sid, token: pod_manifest_for(cfg, self._template, sid, token),
             proxy_url=cfg.proxy_url,
             proxy_token=cfg.bearer_token(),
             startup_timeout_s=cfg.startup_timeout_s,

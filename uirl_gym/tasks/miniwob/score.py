@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from uirl_gym.tasks.base import EpisodeScorer
-from uirl_gym.tasks.miniwob import MiniWobInfo
 from uirl_gym.tasks.miniwob.task import parse_options
+from uirl_gym.tasks.miniwob.wheel import MiniWobInfo
 
 
 @dataclass(frozen=True)

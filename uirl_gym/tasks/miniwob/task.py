@@ -50,7 +50,7 @@ from urllib.parse import quote
 
 from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.tasks.base import Task, TaskOptionsError, check_option_names
-from uirl_gym.tasks.miniwob import PREFIX, MiniWobInfo, html_root, miniwob_tasks
+from uirl_gym.tasks.miniwob.wheel import PREFIX, MiniWobInfo, html_root, miniwob_tasks
 
 RewardKind = Literal["raw", "binary", "time_discounted"]
 REWARD_KINDS: tuple[str, ...] = ("raw", "binary", "time_discounted")
