@@ -127,7 +127,7 @@ def reset_only(runtime: KubernetesRuntime, n: int, gap_s: float) -> list[float]:
 
 
 def pss_mb(pid: int) -> float:
-    """PSS of a process and its descendants (server, Playwright driver, Chromium)."""
+    """PSS of a process and its descendants (server, Chromium)."""
     total_kb = 0
     for p in (pid, *descendant_pids(pid)):
         try:

@@ -41,16 +41,14 @@ from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from uirl_agents.agents import AgentSpecError, agent_syntax, parse_agent
 from uirl_agents.cost import load_prices
 from uirl_agents.evaluate import (
-    AGENT_SYNTAX,
     AgentResult,
-    AgentSpecError,
     RunMismatchError,
     agent_run_dir,
     append_leaderboard,
     markdown_table,
-    parse_agent,
     prepare_run,
     run_agent,
     write_reports,
@@ -97,7 +95,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--agent",
         action="append",
         default=[],
-        help=f"repeatable: {AGENT_SYNTAX} (none: only --leaderboard)",
+        help=f"repeatable: {agent_syntax()} (none: only --leaderboard)",
     )
     p.add_argument(
         "--task",

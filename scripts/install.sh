@@ -13,9 +13,10 @@
 # is installed (version, CUDA or CPU) and how big it is.
 #
 # Browser order (same as the session server's): $UIRL_CHROMIUM, a headless shell
-# (chromium-headless-shell on PATH, Playwright's download), Playwright's own browser, a
-# chromium/chrome on PATH; else Debian's `chromium-headless-shell` and `chromium`
-# (apt-get, as root), else Playwright's downloads of both.
+# (chromium-headless-shell on PATH, Playwright's download), Playwright's downloaded
+# Chromium, a chromium/chrome on PATH; else Debian's `chromium-headless-shell` and
+# `chromium` (apt-get, as root), else Playwright's downloads of both (Playwright is not
+# a dependency of uirl: only its browser downloader is used, installed for that).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
@@ -77,16 +78,16 @@ install_torch() {
 }
 
 install_browser() {
-  if "$PYTHON" -c "from uirl_gym.server.browser import find_browser; print('browser:', find_browser())" 2>/dev/null; then
+  if "$PYTHON" -c "from uirl_gym.server.chromium import find_browser; print('browser:', find_browser())" 2>/dev/null; then
     # A full Chromium only: sessions on the headless shell take half the memory
     # (docs/benchmarks.md). Best effort: the browser found already works.
-    if ! "$PYTHON" -c "import sys; from uirl_gym.server.browser import find_browser; sys.exit('headless' not in find_browser())" \
+    if ! "$PYTHON" -c "import sys; from uirl_gym.server.chromium import find_browser; sys.exit('headless' not in find_browser())" \
         && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
       echo "Installing Debian's chromium-headless-shell next to the browser found" >&2
       { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
           chromium-headless-shell; } \
         || echo "chromium-headless-shell could not be installed; sessions use the browser found" >&2
-      "$PYTHON" -c "from uirl_gym.server.browser import find_browser; print('browser:', find_browser())"
+      "$PYTHON" -c "from uirl_gym.server.chromium import find_browser; print('browser:', find_browser())"
     fi
     return
   fi
@@ -98,10 +99,11 @@ install_browser() {
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium-headless-shell chromium \
       fonts-dejavu-core
   else
-    echo "No Chromium found: installing Playwright's" >&2
+    echo "No Chromium found: downloading Playwright's (apt-get as root would install Debian's)" >&2
+    "$PYTHON" -c "import playwright" 2>/dev/null || "$PYTHON" -m pip install playwright
     "$PYTHON" -m playwright install --with-deps chromium-headless-shell chromium
   fi
-  "$PYTHON" -c "from uirl_gym.server.browser import find_browser; print('browser:', find_browser())"
+  "$PYTHON" -c "from uirl_gym.server.chromium import find_browser; print('browser:', find_browser())"
 }
 
 # What torch is installed, which build, and the disk it takes.

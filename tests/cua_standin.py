@@ -329,7 +329,8 @@ def main() -> int:
     import tempfile
     from pathlib import Path
 
-    from uirl_agents.evaluate import parse_agent, run_agent
+    from uirl_agents.agents import parse_agent
+    from uirl_agents.evaluate import run_agent
     from uirl_agents.rollout import EpisodeSpec
     from uirl_gym.tasks import expand_tasks
 

@@ -45,8 +45,9 @@ from sdk_shapes import (
     openai_response,
 )
 
+from uirl_agents.agents import AgentSpecError, parse_agent
 from uirl_agents.cost import DEFAULT_PRICES, ModelPrice, normalize_usage
-from uirl_agents.evaluate import AgentSpecError, parse_agent, run_agent, write_reports
+from uirl_agents.evaluate import run_agent, write_reports
 from uirl_agents.policies.cua import ScreenScaler, TransportConfig, VendorApiError
 from uirl_agents.rollout import EpisodeSpec
 from uirl_agents.trajectories import load_episodes
@@ -608,7 +609,7 @@ def test_anthropic_tool_and_beta_header_follow_the_model(
     agent: str, tool: str, beta: str | None, serve: Callable[[StandIn], str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    from uirl_agents.evaluate import _build_cua_policy
+    from uirl_agents.agents import build_policy
 
     toolset = tool.startswith("computer_toolset")
     click = anthropic_block(Action(ActionType.LEFT_CLICK, 640, 400), "t1", toolset=toolset)
@@ -616,7 +617,8 @@ def test_anthropic_tool_and_beta_header_follow_the_model(
     stand_in = StandIn("/v1/messages", lambda body: anthropic_reply([click], body["model"]))
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", serve(stand_in))
-    with _build_cua_policy(parse_agent(agent)) as policy:
+    policy, _ = build_policy(parse_agent(agent), lambda i: {}, Path("."), seed=0)
+    with policy:
         (step,) = policy.act([_observation()], [0])
     (body,), (headers,) = stand_in.bodies, stand_in.headers
     check_body(body, anthropic_request_type(beta=beta is not None))
@@ -841,7 +843,7 @@ def test_evaluate_runs_vendor_agents_and_the_leaderboard_renders(
     from playwright.sync_api import sync_playwright
 
     from uirl_agents.trajectories import Episode, Step
-    from uirl_gym.server.browser import find_browser
+    from uirl_gym.server.chromium import find_browser
 
     root = Path(__file__).resolve().parents[1]
     anthropic = StandIn("/v1/messages", anthropic_click_then_stop)

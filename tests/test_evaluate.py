@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import signal
 import subprocess
@@ -14,10 +15,9 @@ from typing import Any
 import pytest
 from terminal import check_one_bar_per_job
 
+from uirl_agents.agents import AgentSpecError, parse_agent
 from uirl_agents.evaluate import (
-    AgentSpecError,
     load_finished,
-    parse_agent,
     summarise,
     wilson_interval,
     write_reports,
@@ -44,6 +44,35 @@ def test_parse_agent() -> None:
     for bad in ("gpt", "hf:", "openai:model", "hf:x,colour=red", "hf:x,max_tokens=-1"):
         with pytest.raises(AgentSpecError, match="agent"):
             parse_agent(bad)
+
+
+def test_a_new_agent_type_is_one_registration(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The registry is the one place that knows the agent types: one ``register_agent``
+    and the type parses, builds, shows in the syntax and is refused twice."""
+    import doctest
+
+    import uirl_agents.agents as agents
+    from uirl_agents.policies.random import RandomPolicy
+
+    assert doctest.testmod(agents).failed == 0
+    monkeypatch.setattr(agents, "AGENTS", dict(agents.AGENTS))
+    kind = agents.AgentKind(
+        "coin",
+        "coin[:SEED]",
+        parse=lambda text, rest: agents.AgentSpec(kind="coin", target=rest or "0", label=text),
+        build=lambda spec, ctx: (RandomPolicy(seed=int(spec.target)), None),
+    )
+    agents.register_agent(kind)
+    assert agents.agent_syntax().endswith(" | coin[:SEED]")
+    spec = parse_agent("coin:7")
+    policy, format_name = agents.build_policy(spec, lambda i: {}, tmp_path, seed=0)
+    assert isinstance(policy, RandomPolicy) and format_name is None
+    with pytest.raises(ValueError, match="already registered"):
+        agents.register_agent(kind)
+    with pytest.raises(AgentSpecError, match=re.escape("coin[:SEED]")):
+        parse_agent("dice:1")  # an unknown type's error lists every type
 
 
 def test_wilson_interval() -> None:
@@ -237,7 +266,7 @@ def test_resume_after_a_kill(tmp_path: Path) -> None:
 def check_replay_opens_in_chromium(page_path: Path, episodes: int) -> None:
     from playwright.sync_api import sync_playwright
 
-    from uirl_gym.server.browser import find_browser
+    from uirl_gym.server.chromium import find_browser
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=find_browser())

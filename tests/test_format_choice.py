@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from uirl_agents.evaluate import build_policy, parse_agent
+from uirl_agents.agents import build_policy, parse_agent
 from uirl_agents.formats import infer_format
 
 pytest_plugins = ["model_fixtures"]

@@ -1,6 +1,8 @@
-"""Pointer actions that hold modifier keys (``Action.keys`` on a click: a shift+click),
-on a real page, with both browser backends: the page sees the modifier's keydown, every
-mouse event with its flag, then its keyup."""
+"""Pointer actions on a real page, with frames on demand and at 60 Hz: those that hold
+modifier keys (``Action.keys`` on a click: a shift+click) give the page the modifier's
+keydown, every mouse event with its flag, then its keyup; a drag that starts on a
+``draggable`` element is an HTML5 drag and drop (dragstart, drop with its data, dragend),
+as a person's drag is."""
 
 from __future__ import annotations
 
@@ -16,10 +18,14 @@ from uirl_gym.server.act_params import parse_act_query
 from uirl_gym.server.cdp_browser import FRAME_CONTROL_ENV_VAR, CdpBrowserSession
 from uirl_gym.server.chromium import find_browser, is_headless_shell
 
-# Records each event with the modifiers it carried; a tall scroller for the wheel.
+# Records each event with the modifiers it carried; a tall scroller for the wheel; an
+# HTML5 drag source and drop target.
 PAGE = b"""<!doctype html><html><body style="margin:0">
 <div id="box" style="width:400px;height:300px;overflow:auto;background:#eef">
 <div style="height:3000px;width:3000px">box</div></div>
+<div id="src" draggable="true" style="position:absolute;left:0;top:320px;width:100px;height:40px">
+drag me</div>
+<div id="dst" style="position:absolute;left:300px;top:320px;width:150px;height:80px">here</div>
 <script>
 const log = [];
 const flags = (e) => ["ctrl", "shift", "alt", "meta"].filter((m) => e[m + "Key"]).join("+");
@@ -31,6 +37,17 @@ document.addEventListener("mousemove", (e) => {
 }, true);
 for (const type of ["keydown", "keyup"])
   document.addEventListener(type, (e) => log.push([type, e.key]), true);
+src.addEventListener("dragstart", (e) => {
+  e.dataTransfer.setData("text/plain", "hello");
+  log.push(["dragstart", e.target.id]);
+});
+// dropEffect "none": the drag was cancelled, nothing dropped.
+src.addEventListener("dragend", (e) => log.push(["dragend", e.dataTransfer.dropEffect !== "none"]));
+dst.addEventListener("dragover", (e) => e.preventDefault());
+dst.addEventListener("drop", (e) => {
+  e.preventDefault();
+  log.push(["drop", e.target.id + ":" + e.dataTransfer.getData("text/plain")]);
+});
 window.uirlEpisode = 0;
 window.uirlLoad = () => { window.uirlEpisode += 1; };
 window.uirlInspect = () => log.splice(0);
@@ -50,6 +67,7 @@ SCRIPT = [
     Action(ActionType.MOUSE_MOVE, 200, 150, keys="shift"),
     Action(ActionType.SCROLL, 100, 100, direction="down", amount=1, keys="shift"),
     Action(ActionType.DRAG, 50, 50, end_x=150, end_y=150, keys="ctrl+shift"),
+    Action(ActionType.DRAG, 50, 340, end_x=375, end_y=360),  # #src onto #dst
     Action(ActionType.LEFT_CLICK, 100, 100),  # nothing held any more
 ]
 
@@ -73,7 +91,7 @@ async def _play(browser: Any) -> list[list[list[str]]]:
 
 
 def _check(logs: list[list[list[str]]]) -> None:
-    click, dbl, right, move, wheel, drag, plain = logs
+    click, dbl, right, move, wheel, drag, html5_drag, plain = logs
     kinds = [kind for kind, _ in click]
     assert [e for e in click if e[0].startswith("key")] == [
         ["keydown", "Shift"],
@@ -89,6 +107,8 @@ def _check(logs: list[list[list[str]]]) -> None:
     assert [e for e in drag if e[0] in ("keydown", "keyup")] == [
         ["keydown", "Control"], ["keydown", "Shift"], ["keyup", "Shift"], ["keyup", "Control"]
     ]  # fmt: skip
+    dnd = [e for e in html5_drag if e[0].startswith(("drag", "drop"))]
+    assert dnd == [["dragstart", "src"], ["drop", "dst:hello"], ["dragend", True]], html5_drag
     assert set(_events(plain, "click")) == {""} and not _events(plain, "keydown"), plain
 
 
@@ -102,13 +122,6 @@ def test_cdp_backend_holds_modifiers_during_pointer_actions(
     if not frames_on_demand:
         monkeypatch.setenv(FRAME_CONTROL_ENV_VAR, "0")
     _check(asyncio.run(_play(CdpBrowserSession(page_url, executable))))
-
-
-def test_playwright_backend_holds_modifiers_during_pointer_actions(page_url: str) -> None:
-    pytest.importorskip("playwright")
-    from uirl_gym.server.browser import BrowserSession
-
-    _check(asyncio.run(_play(BrowserSession(page_url, find_browser()))))
 
 
 def test_held_keys_are_modifiers_and_travel_in_the_act_query() -> None:

@@ -38,6 +38,19 @@ def test_one_torch_pin_within_the_project_range() -> None:
     assert "torchvision" not in INSTALL.read_text() + ci
 
 
+def test_the_browser_lookup_of_install_sh_imports_what_exists() -> None:
+    """install.sh asks uirl which browser a session would launch, with errors silenced
+    (none found is not an error there): an import that no longer exists would make it
+    install a browser on every run. Issue 34 moved ``find_browser`` out of the removed
+    Playwright backend."""
+    import importlib
+
+    imports = set(re.findall(r"from (uirl_gym[\w.]*) import (\w+)", INSTALL.read_text()))
+    assert ("uirl_gym.server.chromium", "find_browser") in imports
+    for module, name in sorted(imports):
+        assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
+
+
 @pytest.fixture
 def silent_index() -> Iterator[str]:
     """A URL whose server takes the connection and never answers (a dead proxy)."""

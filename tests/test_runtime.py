@@ -18,7 +18,7 @@ import requests
 
 from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError
 from uirl_gym.runtimes.local import STOP_GRACE_S, LocalRuntime, LocalRuntimeConfig
-from uirl_gym.server.browser import BrowserNotFoundError, find_browser
+from uirl_gym.server.chromium import BrowserNotFoundError, find_browser
 
 CHILD = """
 import json, sys, time
@@ -95,7 +95,6 @@ def test_find_browser(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         find_browser(str(tmp_path / "missing"))
     monkeypatch.delenv("UIRL_CHROMIUM")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
-    monkeypatch.setattr("uirl_gym.server.chromium._playwright_chromium_path", lambda: None)
     monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "no-downloads"))
     with pytest.raises(BrowserNotFoundError, match="apt-get install chromium"):
         find_browser()
@@ -112,18 +111,26 @@ def test_find_browser_prefers_a_headless_shell_when_headless(
         (bin_dir / name).chmod(0o755)
     monkeypatch.delenv("UIRL_CHROMIUM", raising=False)
     monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setattr("uirl_gym.server.chromium._playwright_chromium_path", lambda: None)
+    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "pw"))
     assert find_browser() == str(bin_dir / "chromium-headless-shell")
     assert find_browser(headless=False) == str(bin_dir / "chromium")
-    # Only Playwright's headless-shell download: found without starting Playwright.
+    # Only Playwright's downloads (found by path: Playwright is not a dependency), the
+    # newest revision first (1200 after 999), the headless shell when headless.
     (bin_dir / "chromium-headless-shell").unlink()
     (bin_dir / "chromium").unlink()
-    shell = tmp_path / "pw" / "chromium_headless_shell-1200" / "chrome-linux" / "headless_shell"
-    shell.parent.mkdir(parents=True)
-    shell.write_bytes(b"\x7fELF")
-    shell.chmod(0o755)
-    monkeypatch.setenv("PLAYWRIGHT_BROWSERS_PATH", str(tmp_path / "pw"))
-    assert find_browser() == str(shell)
+    downloads = [
+        "chromium_headless_shell-999/chrome-linux/headless_shell",
+        "chromium_headless_shell-1200/chrome-headless-shell-linux64/chrome-headless-shell",
+        "chromium-999/chrome-linux/chrome",
+        "chromium-1200/chrome-linux64/chrome",
+    ]
+    for name in downloads:
+        path = tmp_path / "pw" / name
+        path.parent.mkdir(parents=True)
+        path.write_bytes(b"\x7fELF")
+        path.chmod(0o755)
+    assert find_browser() == str(tmp_path / "pw" / downloads[1])
+    assert find_browser(headless=False) == str(tmp_path / "pw" / downloads[3])
 
 
 def test_released_sessions_are_reused(runtime: LocalRuntime) -> None:

@@ -1,6 +1,9 @@
-"""Benchmark agents on the env: agent specs, metrics, reports, resumable runs.
+"""Benchmark agents on the env: runs, metrics, reports, resume.
 
-``scripts/evaluate.py`` is the command line; this module is the library behind it.
+``scripts/evaluate.py`` is the command line; this module is the library behind it. Which
+agents there are, and how a spec string becomes a policy, is the agent registry's
+business (:mod:`uirl_agents.agents`).
+
 Every agent plays the same episode specs (same seeds, same rows), collected with
 :func:`uirl_agents.rollout.collect_episodes` and written as replayable trajectories.
 
@@ -18,15 +21,14 @@ import math
 import os
 import re
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from uirl_agents.agents import AGENTS, AgentSpec, build_policy
 from uirl_agents.cost import DEFAULT_PRICES, ModelPrice, add_usage, find_price
-from uirl_agents.policies.base import Policy
-from uirl_agents.quantization import quantization_mode
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trajectories import EPISODES_FILE, Episode, TrajectoryWriter, iter_episodes
 from uirl_agents.view import write_index, write_viewer
@@ -39,265 +41,10 @@ SUMMARY_FILE = "summary.json"
 # Settings that change which episodes are played: a resumed run must keep them.
 EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 
-AGENT_SYNTAX = (
-    "random | expert | hf:PATH[,lora=PATH][,format=NAME][,load_in_8bit=1|load_in_4bit=1] "
-    "| openai:MODEL@URL[,format=NAME] "
-    "| anthropic:MODEL[,tool=VERSION][,display=WxH][,max_tokens=N][,prompt_caching=1] "
-    "| openai-cua:MODEL[,tool=computer|computer_use_preview][,display=WxH]"
-    "[,safety_checks=acknowledge|refuse] "
-    "| gemini-cua:MODEL[,safety_checks=acknowledge|refuse]"
-)
-# Vendor computer-use agents (their own protocols; keys from the environment).
-ANTHROPIC_MAX_TOKENS = 1024
-CUA_KINDS = ("anthropic", "openai-cua", "gemini-cua")
-_CUA_OPTIONS = {
-    "anthropic": ("tool", "display", "max_tokens", "prompt_caching"),
-    "openai-cua": ("tool", "display", "safety_checks"),
-    "gemini-cua": ("safety_checks",),  # its coordinates are a 1000x1000 grid: no display
-}
-# Options of `--agent hf:...` that load the language model quantized (bitsandbytes).
-_QUANT_OPTIONS = ("load_in_8bit", "load_in_4bit")
-
-
-class AgentSpecError(ValueError):
-    """An ``--agent`` value that does not follow :data:`AGENT_SYNTAX`."""
-
 
 class RunMismatchError(ValueError):
     """A run folder that cannot be continued: it was made with other settings, or it
     holds episodes and neither resume nor overwrite was asked for."""
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    """A parsed ``--agent`` value.
-
-    Attributes:
-        kind: ``random``, ``expert``, ``hf``, ``openai``, or a vendor computer-use
-            agent (:data:`CUA_KINDS`: ``anthropic``, ``openai-cua``, ``gemini-cua``).
-        target: the checkpoint path (hf; ``tiny`` builds the tiny test Qwen2.5-VL,
-            ``tiny-FAMILY`` the tiny model of another family, e.g. ``tiny-llava``; write
-            ``./tiny-x`` for a folder of that name) or the model name (openai).
-        url: the server's base URL (openai).
-        lora: a LoRA adapter path (hf).
-        format: the model format (``ui-tars`` or ``qwen2.5-vl``); None: picked from the
-            model (hf: its config; openai: its name, else ``ui-tars``).
-        max_tokens: the longest completion (model agents).
-        quantization: ``"8bit"`` / ``"4bit"``: the model's language weights loaded
-            quantized (hf; bitsandbytes); None: in full precision.
-        label: the name in reports.
-        options: vendor agent options (``display``, ``safety_checks``).
-    """
-
-    kind: str
-    target: str = ""
-    url: str = ""
-    lora: str | None = None
-    format: str | None = None
-    max_tokens: int = 256
-    quantization: str | None = None
-    label: str = ""
-    options: tuple[tuple[str, str], ...] = ()
-
-
-def parse_agent(text: str) -> AgentSpec:
-    """Parse an ``--agent`` value.
-
-    Raises:
-        AgentSpecError: with the expected syntax.
-    """
-    if text in ("random", "expert"):
-        return AgentSpec(kind=text, label=text)
-    kind, sep, rest = text.partition(":")
-    if sep and kind in CUA_KINDS and rest:
-        return _parse_cua_agent(text, kind, rest)
-    if not sep or kind not in ("hf", "openai") or not rest:
-        raise AgentSpecError(f"--agent {text!r}: expected {AGENT_SYNTAX}")
-    target, *extras = rest.split(",")
-    options: dict[str, Any] = {}
-    quant_flags = dict.fromkeys(_QUANT_OPTIONS, False)
-    for extra in extras:
-        key, eq, value = extra.partition("=")
-        if not eq or key not in ("lora", "format", "max_tokens", *_QUANT_OPTIONS):
-            raise AgentSpecError(
-                f"--agent {text!r}: unknown option {extra!r}; expected lora=, format=, "
-                "max_tokens=, load_in_8bit=1, load_in_4bit=1"
-            )
-        if key == "max_tokens" and not (value.isdigit() and int(value) > 0):
-            raise AgentSpecError(f"--agent {text!r}: max_tokens must be a positive integer")
-        if key in _QUANT_OPTIONS:
-            if kind != "hf" or value not in ("0", "1"):
-                raise AgentSpecError(
-                    f"--agent {text!r}: {key} takes 0 or 1 and goes with hf: agents "
-                    "(a served model is quantized by its server)"
-                )
-            quant_flags[key] = value == "1"
-            continue
-        options[key] = int(value) if key == "max_tokens" else value
-    try:
-        options["quantization"] = quantization_mode(**quant_flags)
-    except ValueError as exc:
-        raise AgentSpecError(f"--agent {text!r}: {exc}") from None
-    url = ""
-    if kind == "openai":
-        target, at, url = target.partition("@")
-        if not at or not re.match(r"https?://", url):
-            raise AgentSpecError(f"--agent {text!r}: expected openai:MODEL@http://HOST:PORT/v1")
-    if kind == "openai" and "lora" in options:
-        raise AgentSpecError(f"--agent {text!r}: serve the adapter with the server, not lora=")
-    label = f"{kind}:{Path(target).name or target}" + (
-        f"+{Path(options['lora']).name}" if "lora" in options else ""
-    )
-    if options["quantization"]:  # a quantized model is another agent in the reports
-        label += f"@{options['quantization']}"
-    return AgentSpec(kind=kind, target=target, url=url, label=label, **options)
-
-
-def _parse_cua_agent(text: str, kind: str, rest: str) -> AgentSpec:
-    model, *extras = rest.split(",")
-    allowed = _CUA_OPTIONS[kind]
-    options: dict[str, str] = {}
-    # Claude writes text and several tool calls a turn: 256 tokens would cut turns short.
-    max_tokens = ANTHROPIC_MAX_TOKENS if kind == "anthropic" else AgentSpec.max_tokens
-    for extra in extras:
-        key, eq, value = extra.partition("=")
-        if not eq or key not in allowed:
-            raise AgentSpecError(
-                f"--agent {text!r}: unknown option {extra!r}; expected "
-                + ", ".join(f"{k}=" for k in allowed)
-            )
-        if key == "display" and not re.fullmatch(r"[1-9]\d{1,4}x[1-9]\d{1,4}", value):
-            raise AgentSpecError(f"--agent {text!r}: display must be WIDTHxHEIGHT, e.g. 1024x640")
-        if key == "max_tokens":
-            if not (value.isdigit() and int(value) > 0):
-                raise AgentSpecError(f"--agent {text!r}: max_tokens must be a positive integer")
-            max_tokens = int(value)
-            continue
-        if key == "prompt_caching" and value not in ("0", "1"):
-            raise AgentSpecError(f"--agent {text!r}: prompt_caching takes 0 or 1")
-        if key == "safety_checks" and value not in ("acknowledge", "refuse"):
-            raise AgentSpecError(f"--agent {text!r}: safety_checks is acknowledge or refuse")
-        if key == "tool" and value not in _cua_tools(kind):
-            raise AgentSpecError(f"--agent {text!r}: tool is one of {', '.join(_cua_tools(kind))}")
-        options[key] = value
-    if not model:
-        raise AgentSpecError(f"--agent {text!r}: expected {kind}:MODEL")
-    return AgentSpec(
-        kind=kind,
-        target=model,
-        label=f"{kind}:{model}",
-        max_tokens=max_tokens,
-        options=tuple(sorted(options.items())),
-    )
-
-
-def _cua_tools(kind: str) -> tuple[str, ...]:
-    """The computer tools a vendor agent can be given with ``tool=``."""
-    if kind == "anthropic":
-        from uirl_agents.policies.anthropic import TOOL_BETAS
-
-        return tuple(TOOL_BETAS)
-    from uirl_agents.policies.openai_cua import TOOLS
-
-    return TOOLS
-
-
-def _build_cua_policy(spec: AgentSpec) -> Policy:
-    """A vendor computer-use policy (its API key is read from the environment here)."""
-    options = dict(spec.options)
-    display = None
-    if "display" in options:
-        w, h = options["display"].split("x")
-        display = (int(w), int(h))
-    if spec.kind == "anthropic":
-        from uirl_agents.policies.anthropic import AnthropicPolicy, AnthropicPolicyConfig
-
-        return AnthropicPolicy(
-            AnthropicPolicyConfig(
-                model=spec.target,
-                tool_version=options.get("tool"),
-                display=display,
-                max_tokens=spec.max_tokens,
-                prompt_caching=options.get("prompt_caching") == "1",
-            )
-        )
-    if spec.kind == "gemini-cua":
-        from uirl_agents.policies.gemini_cua import GeminiCUAPolicy, GeminiCUAPolicyConfig
-
-        return GeminiCUAPolicy(
-            GeminiCUAPolicyConfig(
-                model=spec.target, safety_checks=options.get("safety_checks", "acknowledge")
-            )
-        )
-    from uirl_agents.policies.openai_cua import OpenAICUAPolicy, OpenAICUAPolicyConfig
-
-    return OpenAICUAPolicy(
-        OpenAICUAPolicyConfig(
-            model=spec.target,
-            tool=options.get("tool"),
-            display=display,
-            safety_checks=options.get("safety_checks", "acknowledge"),
-        )
-    )
-
-
-def build_policy(
-    spec: AgentSpec,
-    oracle: Callable[[int], dict[str, Any]],
-    work_dir: Path,
-    seed: int,
-    task_of: Callable[[int], str] | None = None,
-) -> tuple[Policy, str | None]:
-    """The policy for an agent spec (model weights are loaded here) and its format.
-
-    Returns:
-        ``(policy, format)``: the format name the model is prompted and parsed with
-        (chosen from the model when the spec has none), None for scripted agents.
-
-    """
-    if spec.kind == "random":
-        from uirl_agents.policies.random import RandomPolicy
-
-        return RandomPolicy(seed=seed), None
-    if spec.kind == "expert":
-        from uirl_agents.policies.expert import ExpertPolicy
-
-        return ExpertPolicy(oracle, task=task_of or "simple_data_entry"), None
-    if spec.kind in CUA_KINDS:
-        return _build_cua_policy(spec), None
-    if spec.kind == "openai":
-        from uirl_agents.formats import infer_format
-        from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
-
-        format_name = spec.format
-        if format_name is None:
-            # A served model's config is out of reach; its name is all there is.
-            format_name = infer_format(spec.target)
-            logger.info("format for %s: %s (from its name)", spec.target, format_name)
-        policy = OpenAIPolicy(
-            OpenAIPolicyConfig(
-                base_url=spec.url, model=spec.target, format=format_name, max_tokens=spec.max_tokens
-            )
-        )
-        return policy, format_name
-    from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig
-    from uirl_agents.tiny_model import build_tiny_model, tiny_family
-
-    path = spec.target
-    family = tiny_family(path)
-    if family is not None:
-        import torch
-
-        path = str(build_tiny_model(family, work_dir / "tiny-model" / family))
-        # Its matrices are too small to gain from threads, and a second thread spinning
-        # beside the sessions' Chromium made a step 10-20x slower on a busy 2-core box.
-        torch.set_num_threads(1)
-    config = HFPolicyConfig(max_new_tokens=spec.max_tokens)
-    policy = HFPolicy.from_pretrained(
-        path, spec.format, config, adapter_path=spec.lora, quantization=spec.quantization
-    )
-    policy.name = spec.label
-    return policy, policy.format.name
 
 
 @dataclass
@@ -442,10 +189,11 @@ def _usd(value: float | None) -> str:
 def price_of(spec: AgentSpec, prices: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
     """The price of an API agent's model (None for local and scripted agents, and for
     models missing from the table: a warning says how to add them)."""
-    if spec.kind not in (*CUA_KINDS, "openai"):
+    kind = AGENTS[spec.kind]
+    if not kind.priced:
         return None
     price = find_price(spec.target, DEFAULT_PRICES if prices is None else prices)
-    if price is None and spec.kind != "openai":
+    if price is None and kind.warn_unpriced:
         logger.warning(
             "no price for %s: its cost is not reported; add it to a --prices file "
             '({"%s": {"input": USD, "output": USD}} per million tokens)',

@@ -42,8 +42,8 @@ mapped to screen pixels and clamped to the screen.
 
 ``type`` content uses Python string escapes (``\\'``, ``\\"``, ``\\n``, ``\\\\``).
 UI-TARS ends the content with ``\\n`` to submit. The newline stays in
-``Action.text``: Playwright's ``keyboard.type`` presses Enter for it, so typing and
-submitting remain one step, as the model intends.
+``Action.text``: the server's ``type`` presses Enter for it (as pyautogui's
+``typewrite`` does), so typing and submitting remain one step, as the model intends.
 """
 
 from __future__ import annotations

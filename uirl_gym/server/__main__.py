@@ -22,7 +22,6 @@ import uvicorn
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S
 from uirl_gym.runtimes.base import DEFAULT_KEEP_ALIVE_S, TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.server.app import ServerConfig, create_app
-from uirl_gym.server.backends import BACKEND_ENV_VAR, BrowserBackend, default_backend
 from uirl_gym.server.chromium import BrowserNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -43,12 +42,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--port-file", help="write the bound port here once listening")
     p.add_argument("--task", default="simple_data_entry")
     p.add_argument("--browser", help="Chromium executable (default: $UIRL_CHROMIUM, then search)")
-    p.add_argument(
-        "--backend",
-        choices=[b.value for b in BrowserBackend],
-        help=f"how to drive Chromium: cdp (DevTools over a pipe, the default) or playwright "
-        f"(Playwright's Node driver); default: ${BACKEND_ENV_VAR}, else cdp",
-    )
     p.add_argument("--session-id", default=os.environ.get("UIRL_SESSION_ID"))
     p.add_argument("--headed", action="store_true", help="show the browser window")
     p.add_argument("--initial-seed", type=int, default=0)
@@ -98,7 +91,7 @@ def _exit_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
 
 def read_token(token_file: str | None) -> tuple[str | None, str]:
     """The session token and where it came from; taken out of the environment so that
-    the browser and Playwright's driver, started later, do not inherit it."""
+    the browser, started later, does not inherit it."""
     from_env = os.environ.pop(TOKEN_ENV_VAR, None)
     if token_file:
         with open(token_file) as f:
@@ -127,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
             port=port,
             task=args.task,
             browser=args.browser,
-            backend=BrowserBackend(args.backend) if args.backend else default_backend(),
             session_id=args.session_id,
             headless=not args.headed,
             initial_seed=args.initial_seed,

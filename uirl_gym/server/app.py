@@ -41,9 +41,9 @@ from uirl_gym.runtimes.base import (
     new_session_token,
 )
 from uirl_gym.server.act_params import ActRequest, parse_act_query
-from uirl_gym.server.backends import BrowserBackend, make_browser_session
+from uirl_gym.server.cdp import CdpError
+from uirl_gym.server.cdp_browser import CdpBrowserSession
 from uirl_gym.server.chromium import ImageFormat, find_browser
-from uirl_gym.server.errors import browser_errors
 from uirl_gym.server.guards import (
     MAX_BODY_BYTES,
     BodyLimitMiddleware,
@@ -53,7 +53,7 @@ from uirl_gym.server.guards import (
     presented_token,
 )
 from uirl_gym.tasks import make_task, task_spec
-from uirl_gym.tasks.base import Task, TaskOptionsError, bridge_script
+from uirl_gym.tasks.base import BRIDGE_PATH, Task, TaskOptionsError, bridge_script
 
 logger = logging.getLogger(__name__)
 
@@ -82,8 +82,6 @@ class ServerConfig:
         task: the task id (see ``uirl_gym.tasks.TASKS``).
         browser: the Chromium executable; None means search (see ``find_browser``: a
             headless shell first when headless).
-        backend: how the server drives Chromium: ``cdp`` (the default: DevTools over a
-            pipe, no Node driver) or ``playwright``.
         session_id: reported by ``/`` and ``/health``; random when None.
         headless: False shows the browser (for debugging on a desktop).
         initial_options: reset options of the episode that is ready at start-up, so that
@@ -101,7 +99,6 @@ class ServerConfig:
     port: int = 8000
     task: str = "simple_data_entry"
     browser: str | None = None
-    backend: BrowserBackend = BrowserBackend.CDP
     session_id: str | None = None
     headless: bool = True
     initial_seed: int = 0
@@ -131,16 +128,13 @@ class SessionState:
         self.task: Task = self.task_named(config.task)
         self.token = config.token or new_session_token()
         self._server_root = f"http://{_url_host(config.host)}:{config.port}"
-        self.browser = make_browser_session(
-            config.backend,
+        self.browser = CdpBrowserSession(
             app_url=self.app_url(self.task.name),
             executable_path=find_browser(config.browser, headless=config.headless),
             headless=config.headless,
             # The task of the episode on the screen records the app's events.
             record_event=lambda event: self.task.handle_event(event),
         )
-        # What the backend raises when an action fails (caught by the routes).
-        self.browser_errors = browser_errors(config.backend is BrowserBackend.PLAYWRIGHT)
         self.lock = asyncio.Lock()
         self.started_at = datetime.now(UTC)
         self.ready = False
@@ -324,15 +318,16 @@ async def health(request: Request) -> JSONResponse:
         "ready": state.ready,
         "browser_alive": state.browser.alive,
         "browser_launches": state.browser.launches,
-        "browser_backend": state.config.backend.value,
+        # Always "cdp" since issue 34 (one backend); kept for clients that read it.
+        "browser_backend": state.browser.backend,
         "browser_executable": state.browser.executable_path,
-        # The CDP backend on the headless shell draws frames only when it captures.
-        "frames_on_demand": getattr(state.browser, "frames_on_demand", False),
-        # Episodes that restarted in the last one's page (the CDP backend, MiniWoB++).
-        "in_page_episodes": getattr(state.browser, "in_page_episodes", 0),
-        # Pages open in Chromium, and new tabs a page opened that were closed (CDP backend).
-        "open_pages": getattr(state.browser, "open_pages", None),
-        "popups_closed": getattr(state.browser, "popups_closed", 0),
+        # The headless shell draws frames only when the server captures one.
+        "frames_on_demand": state.browser.frames_on_demand,
+        # Episodes that restarted in the last one's page (MiniWoB++).
+        "in_page_episodes": state.browser.in_page_episodes,
+        # Pages open in Chromium, and new tabs a page opened that were closed.
+        "open_pages": state.browser.open_pages,
+        "popups_closed": state.browser.popups_closed,
         "session_id": state.session_id,
         "task": state.task.name,
         "episode": state.task.episode_id,
@@ -377,7 +372,7 @@ async def reset(request: Request) -> JSONResponse:
             result = await state.reset(seed, options, task, screen)
         except TaskOptionsError as exc:
             raise _bad_request(f"options.{exc}") from None
-        except state.browser_errors as exc:
+        except CdpError as exc:
             raise await _browser_error(state, exc, "the reset") from None
     result["reset_ms"] = round((time.perf_counter() - t0) * 1000, 2)
     return JSONResponse(result)
@@ -518,7 +513,7 @@ async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
             "episode %s: %s; the page is given up", state.task.episode_id, state.page_stuck
         )
         raise _page_stuck(state.page_stuck) from None
-    except state.browser_errors as exc:
+    except CdpError as exc:
         raise await _browser_error(state, exc, f"the {parsed.action.type.value} action") from None
     except RuntimeError as exc:
         raise HTTPException(status_code=409, detail=str(exc)) from None
@@ -602,7 +597,7 @@ async def oracle(request: Request) -> JSONResponse:
             raise _page_stuck(
                 f"the page did not answer within {state.config.action_timeout_s:g}s"
             ) from None
-        except state.browser_errors as exc:
+        except CdpError as exc:
             raise await _browser_error(state, exc, "reading the page") from None
         except RuntimeError as exc:
             raise HTTPException(status_code=409, detail=str(exc)) from None
@@ -621,7 +616,7 @@ async def task_app(request: Request) -> HTMLResponse:
     return HTMLResponse(page, headers={"Cache-Control": "no-store"})
 
 
-@router.get("/task/uirl.js")
+@router.get(BRIDGE_PATH)
 async def task_bridge() -> Response:
     """The page bridge every task app loads (``uirl_gym/tasks/static/uirl.js``)."""
     return Response(bridge_script(), media_type="text/javascript")
@@ -648,7 +643,7 @@ async def _first_episode(state: SessionState, timeout_s: float = 30.0) -> None:
             async with state.lock:
                 await state.reset(state.config.initial_seed, state.config.initial_options)
             break
-        except state.browser_errors as exc:
+        except CdpError as exc:
             if time.monotonic() > deadline:
                 logger.error("the first episode failed to load: %s", exc)
                 return

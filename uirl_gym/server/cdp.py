@@ -24,8 +24,6 @@ from typing import Any
 
 import orjson
 
-from uirl_gym.server.errors import BrowserError
-
 logger = logging.getLogger(__name__)
 
 # Chromium's profile folder in the temp directory: uirl-chromium-<server pid>-*.
@@ -73,8 +71,9 @@ BASE_SWITCHES = (
 )
 
 
-class CdpError(BrowserError):
-    """A CDP command failed (``code`` and ``message`` from Chromium) or the pipe closed."""
+class CdpError(Exception):
+    """A CDP command failed (``code`` and ``message`` from Chromium) or the pipe closed:
+    the browser failed an action, or is gone (the server checks which)."""
 
     def __init__(self, message: str, *, method: str = "", code: int | None = None) -> None:
         super().__init__(f"{method}: {message}" if method else message)

@@ -1,8 +1,7 @@
-"""The CDP backend (the default): one Chromium per session, driven over its DevTools pipe.
+"""The browser session: one Chromium per session, driven over its DevTools pipe.
 
-Same contract as the Playwright backend (``browser.BrowserSession``), without
-Playwright's Node driver between the server and Chromium: a command is one write on
-the pipe, a screenshot arrives once (Chromium -> Python) instead of twice
+No Playwright Node driver between the server and Chromium (the backend before issue 11,
+removed in issue 34): a command is one write on the pipe, a screenshot arrives once (Chromium -> Python) instead of twice
 (Chromium -> Node -> Python), and ~100 MB of driver per session is gone.
 
 What it does the way Playwright does, so that the page sees the same events:

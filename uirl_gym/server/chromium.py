@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import enum
 import glob
-import logging
 import os
 import shutil
 from pathlib import Path
-
-logger = logging.getLogger(__name__)
 
 BROWSER_ENV_VAR = "UIRL_CHROMIUM"
 # Chromium binaries on PATH, most specific first. Debian's /usr/bin/chromium (and
@@ -29,11 +26,14 @@ DEBIAN_REAL_BINARIES = {
     "chromium-headless-shell": Path("/usr/lib/chromium/chromium-headless-shell"),
 }
 DEBIAN_REAL_BINARY = DEBIAN_REAL_BINARIES["chromium"]
-# Playwright's downloads (``python -m playwright install chromium-headless-shell``).
+# Playwright's downloads (``python -m playwright install chromium-headless-shell
+# chromium``), in its cache folder: found by their paths, without Playwright. Linux
+# folder names, older (``chrome-linux``) and newer (``chrome-linux64``, ``-arm64``).
 PLAYWRIGHT_HEADLESS_SHELL_GLOBS = (
     "chromium_headless_shell-*/chrome-*/chrome-headless-shell",
     "chromium_headless_shell-*/chrome-*/headless_shell",
 )
+PLAYWRIGHT_CHROMIUM_GLOBS = ("chromium-*/chrome-linux*/chrome",)
 
 
 class BrowserNotFoundError(RuntimeError):
@@ -50,8 +50,10 @@ def find_browser(explicit: str | None = None, *, headless: bool = True) -> str:
     """The Chromium executable to launch.
 
     Order: ``explicit``, then ``$UIRL_CHROMIUM``; for a headless session a headless
-    shell (on PATH, then Playwright's download); then Playwright's own Chromium, then a
-    system Chromium/Chrome on PATH.
+    shell (on PATH, then Playwright's download); then Playwright's downloaded Chromium,
+    then a system Chromium/Chrome on PATH. Playwright itself is never imported: its
+    downloads are found in its cache folder (``$PLAYWRIGHT_BROWSERS_PATH``, else
+    ``~/.cache/ms-playwright``).
 
     Raises:
         BrowserNotFoundError: none found, or an explicit path that does not exist.
@@ -65,19 +67,22 @@ def find_browser(explicit: str | None = None, *, headless: bool = True) -> str:
                 raise BrowserNotFoundError(f"{source}={path!r} is not an executable file")
             return path
     if headless:
-        shell = _on_path(HEADLESS_SHELL_NAMES) or _playwright_headless_shell_path()
+        shell = _on_path(HEADLESS_SHELL_NAMES) or _playwright_download(
+            PLAYWRIGHT_HEADLESS_SHELL_GLOBS
+        )
         if shell:
             return shell
-    playwright_path = _playwright_chromium_path()
-    if playwright_path:
-        return playwright_path
+    downloaded = _playwright_download(PLAYWRIGHT_CHROMIUM_GLOBS)
+    if downloaded:
+        return downloaded
     found = _on_path(SYSTEM_BROWSER_NAMES)
     if found:
         return found
     raise BrowserNotFoundError(
         "No Chromium found. Install one of: Debian/Ubuntu `apt-get install "
-        "chromium-headless-shell` (headless, the lightest) or `apt-get install chromium`, "
-        "`python -m playwright install chromium-headless-shell`, or point "
+        "chromium-headless-shell` (headless, the lightest) or `apt-get install chromium`; "
+        "elsewhere `pip install playwright && python -m playwright install "
+        "chromium-headless-shell` (only its browser download is used); or point "
         f"${BROWSER_ENV_VAR} (or --browser) at a Chromium/Chrome executable."
     )
 
@@ -105,26 +110,22 @@ def _playwright_browsers_dir() -> Path:
     return Path.home() / ".cache" / "ms-playwright"
 
 
-def _playwright_headless_shell_path() -> str | None:
+def _playwright_download(patterns: tuple[str, ...]) -> str | None:
+    """A browser Playwright downloaded, the newest revision first."""
     root = _playwright_browsers_dir()
-    for pattern in PLAYWRIGHT_HEADLESS_SHELL_GLOBS:
-        # The newest revision first (revision numbers grow).
-        for path in sorted(glob.glob(str(root / pattern)), reverse=True):
+    for pattern in patterns:
+        found = glob.glob(str(root / pattern))
+        for path in sorted(found, key=_revision, reverse=True):
             if os.access(path, os.X_OK):
                 return path
     return None
 
 
-def _playwright_chromium_path() -> str | None:
-    try:
-        from playwright.sync_api import sync_playwright
-
-        with sync_playwright() as p:
-            path = p.chromium.executable_path
-    except Exception as exc:  # Playwright may be absent or unable to compute a path
-        logger.debug("no Playwright browser path: %s", exc)
-        return None
-    return path if path and os.access(path, os.X_OK) else None
+def _revision(path: str) -> int:
+    """The revision of a Playwright download (``chromium-1200/...``: 1200)."""
+    folder = Path(path).relative_to(_playwright_browsers_dir()).parts[0]
+    number = folder.rpartition("-")[2]
+    return int(number) if number.isdigit() else -1
 
 
 def _is_shell_script(path: str) -> bool:

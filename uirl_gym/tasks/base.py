@@ -153,6 +153,10 @@ class Task(abc.ABC):
         """
 
 
+# Where the session server serves the page bridge (what every app's <script src> names).
+BRIDGE_PATH = "/task/uirl.js"
+
+
 @functools.cache
 def bridge_script() -> str:
     """The page bridge every task app loads from ``/task/uirl.js`` (``static/uirl.js``):

@@ -2,12 +2,13 @@
 
 The page: the wheel's own HTML (``miniwob/<task>.html``, FlightWoB's
 ``flight/<site>/wrapper.html``), served at ``/task/files/miniwob.<task>/...`` so that its
-relative URLs (``../core/core.js``) resolve to the wheel's files, with uirl's bridge
-(``static/bridge.js``, ``static/bridge.css``) added to its head. The bridge seeds the
+relative URLs (``../core/core.js``) resolve to the wheel's files, with uirl's page
+bridge (``/task/uirl.js``, as every task app) and the MiniWoB++ page script built on it
+(``static/miniwob.js``, ``static/miniwob.css``) added to its head. The script seeds the
 page (``Math.seedrandom(seed)``), sets the data mode, calls ``core.startEpisodeReal()``
 (what the ``miniwob`` package's env does), hides the START cover, the reward display
 and the click canvas, and reports ``core.endEpisode``'s reward
-(``WOB_RAW_REWARD_GLOBAL``, ``WOB_REWARD_GLOBAL``) through ``window.uirlRecord``.
+(``WOB_RAW_REWARD_GLOBAL``, ``WOB_REWARD_GLOBAL``) with ``uirl.record``.
 
 The screen: the task area (160x210 page pixels; FlightWoB 540x667) at the top-left,
 zoomed by an integer (pinch zoom: the page's own layout and events are untouched), so a
@@ -16,7 +17,7 @@ fits the episode's screen (1280x800: 3, 480x630; a 160x210 screen: 1, the task a
 nothing else, as the ``miniwob`` package's env sees it).
 
 Episodes after the first: the page restarts in place, as the ``miniwob`` package's env
-does (the bridge's ``uirlLoad`` again: the seed, then ``core.startEpisodeReal()``), for
+does (``uirlLoad`` again: the seed, then ``core.startEpisodeReal()``), for
 the tasks whose restarted page shows the same screen as a fresh one for a seed
 (``MiniWobInfo.restarts_in_page``); the others get a fresh page per episode.
 
@@ -49,7 +50,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from uirl_gym.actions import DEFAULT_SCREEN
-from uirl_gym.tasks.base import Task, TaskOptionsError, check_option_names
+from uirl_gym.tasks.base import BRIDGE_PATH, Task, TaskOptionsError, check_option_names
 from uirl_gym.tasks.miniwob.wheel import PREFIX, MiniWobInfo, html_root, miniwob_tasks
 
 RewardKind = Literal["raw", "binary", "time_discounted"]
@@ -121,11 +122,12 @@ def _is_number(value: Any) -> bool:
 
 
 @cache
-def _bridge() -> str:
+def _head() -> str:
+    """What the page's head gets: uirl's bridge, then the MiniWoB++ script on it."""
     static = resources.files(__package__).joinpath("static")
-    css = static.joinpath("bridge.css").read_text("utf-8")
-    js = static.joinpath("bridge.js").read_text("utf-8")
-    return f"<style>{css}</style>\n<script>{js}</script>\n"
+    css = static.joinpath("miniwob.css").read_text("utf-8")
+    js = static.joinpath("miniwob.js").read_text("utf-8")
+    return f'<style>{css}</style>\n<script src="{BRIDGE_PATH}"></script>\n<script>{js}</script>\n'
 
 
 def episode_reward(
@@ -174,10 +176,10 @@ class MiniWobTask(Task):
         at = html.lower().find("</head>")
         if at < 0:
             raise FileNotFoundError(f"{self.info.page}: no </head> to add uirl's bridge to")
-        return html[:at] + _bridge() + html[at:]
+        return html[:at] + _head() + html[at:]
 
     def file(self, path: str) -> tuple[bytes, str]:
-        """The page (with the bridge) or any other file of the wheel's ``html`` folder."""
+        """The page (with uirl's scripts) or any other file of the wheel's ``html`` folder."""
         parts = PurePosixPath(path).parts
         if not parts or any(p in ("..", "") or p.startswith("/") for p in parts):
             raise FileNotFoundError(path)

@@ -1,5 +1,6 @@
 // uirl's page bridge: the one script every task app loads before its own
-// (`<script src="/task/uirl.js"></script>`; the session server serves it). It is how
+// (`<script src="/task/uirl.js"></script>`; the session server serves it; MiniWoB++
+// pages get it in their head, before the page script built on it). It is how
 // the session server and an app talk, in both directions, inside the browser (never
 // over HTTP, so nobody outside the browser can fake a record):
 //
@@ -16,7 +17,8 @@
 //
 // What the server calls (not the app): window.uirlLoad(state), window.uirlPending(),
 // window.uirlInspect(); window.uirlEpisode tells it an episode is on screen (it reloads
-// the app after the agent navigated away). window.uirlRecord is the browser binding the
+// the app after the agent navigated away; unset while an episode loads, also when it
+// loads again in the same page). window.uirlRecord is the browser binding the
 // server installs before any script runs.
 (() => {
   let pending = 0;
@@ -45,6 +47,7 @@
 
   Object.defineProperty(window, "uirl", {value: Object.freeze(uirl)});
   window.uirlLoad = async (state) => {
+    window.uirlEpisode = undefined;
     episode = state.episode;
     const loaded = await load(state);
     window.uirlEpisode = episode;

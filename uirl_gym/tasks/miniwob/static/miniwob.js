@@ -1,24 +1,17 @@
-// uirl's bridge into a MiniWoB++ page (injected into the page served from the installed
-// `miniwob` wheel; the page itself is not changed on disk). It starts the episode the
+// A MiniWoB++ page as a uirl task app: added to the head of the page served from the
+// installed `miniwob` wheel (the page is not changed on disk), after uirl's page bridge
+// (/task/uirl.js), on which it is built. On uirl.onLoad it starts the episode the
 // session server asks for (Math.seedrandom, then core.startEpisodeReal(), as the
-// `miniwob` package's own env does), reports the page's reward through the
-// window.uirlRecord binding when core.endEpisode runs, and answers uirlInspect()
-// (element boxes in screen pixels) for scripted experts and tests.
+// `miniwob` package's own env does); it reports the page's reward with uirl.record when
+// core.endEpisode runs, and answers uirl.onInspect (element boxes in screen pixels) for
+// scripted experts and tests.
 (() => {
-  let episode = null;
-  let pending = 0;
   let reported = false;
   const finite = (v) => (typeof v === "number" && isFinite(v) ? v : null);
 
-  async function record(event) {
-    pending++;
-    try {
-      await window.uirlRecord(event);
-    } catch (e) {
-      console.warn("uirlRecord failed", e);
-    } finally {
-      pending--;
-    }
+  function record(event) {
+    // Counted in uirlPending by the bridge: the settle rule waits for the record.
+    uirl.record(event).catch((e) => console.warn("uirl.record failed", e));
   }
 
   let hooked = false;
@@ -34,14 +27,12 @@
       if (running && WOB_DONE_GLOBAL && !reported) {
         reported = true;
         const reason = WOB_REWARD_REASON == null ? null : String(WOB_REWARD_REASON).slice(0, 500);
-        record({type: "end", episode, raw_reward: finite(WOB_RAW_REWARD_GLOBAL),
+        record({type: "end", raw_reward: finite(WOB_RAW_REWARD_GLOBAL),
                 reward: finite(WOB_REWARD_GLOBAL), reason});
       }
       return out;
     };
   }
-
-  window.uirlPending = () => pending;
 
   // Images the page's CSS names (icons) and its <img> tags: loaded and decoded before
   // the episode's first screenshot, which would otherwise race them (one seed, two
@@ -74,7 +65,7 @@
 
   // Called once per episode: in a fresh page, or again in the page of the last episode
   // (the server restarts MiniWoB++ tasks in place, as the miniwob package's env does).
-  window.uirlLoad = async (state) => {
+  uirl.onLoad(async (state) => {
     if (core.EP_TIMER !== null && !WOB_DONE_GLOBAL) {
       // The last episode still runs: end it unreported (the miniwob package's
       // force_stop), so that its timer and handlers are gone.
@@ -82,8 +73,6 @@
       core.endEpisode(0, false, "reset");
     }
     reported = false;
-    window.uirlEpisode = undefined;
-    episode = state.episode;
     if (document.activeElement && document.activeElement !== document.body) {
       document.activeElement.blur();  // as in a fresh page: nothing focused
     }
@@ -111,15 +100,14 @@
       await new Promise((r) => setTimeout(r, 5));
     }
     await within(5000, imagesShown());
-    window.uirlEpisode = episode;
     const u = core.getUtterance();
     const utterance = typeof u === "string" ? u : u.utterance;
     return {utterance, fields: typeof u === "string" ? null : u.fields, ready: !!WOB_TASK_READY};
-  };
+  });
 
   const HIDDEN = "#sync-task-cover, #reward-display, #click-canvas";
 
-  window.uirlInspect = () => {
+  uirl.onInspect(() => {
     const vv = window.visualViewport;
     const s = vv.scale;
     const box = (r, dx, dy) => [
@@ -185,5 +173,5 @@
       elements,
       texts,
     };
-  };
+  });
 })();

@@ -1,4 +1,6 @@
-"""The browser backends: the CDP one (the default) and Playwright's, kept as an option."""
+"""The browser session: Chromium driven over its DevTools pipe (the one backend since
+issue 34), its key table, its health, fresh episodes, and no browser outliving its
+server."""
 
 from __future__ import annotations
 
@@ -7,19 +9,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
-import requests
 from processes import running
-from test_server import FIELDS, centre, copy_paste_row, reset_raw
+from test_server import FIELDS, centre
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import SessionClient
-from uirl_gym.runtimes.base import SessionInfo
-from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig, descendant_pids
+from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 from uirl_gym.server.chromium import is_headless_shell
 from uirl_gym.server.keyboard import describe
 
@@ -36,8 +35,9 @@ def test_key_descriptions_follow_playwright() -> None:
         describe("Hyper", set())
 
 
-def test_the_cdp_backend_never_loads_playwright() -> None:
-    """No Node driver, and not even Playwright's Python package, in a CDP server."""
+def test_the_server_never_loads_playwright() -> None:
+    """No Node driver, and not even Playwright's Python package (a test tool only, not a
+    dependency of the install), in a session server."""
     code = (
         "import sys; from uirl_gym.server.app import SessionState, ServerConfig; "
         "SessionState(ServerConfig()); "
@@ -49,12 +49,10 @@ def test_the_cdp_backend_never_loads_playwright() -> None:
 
 def test_health_names_the_backend_and_the_browser(client: SessionClient) -> None:
     health = client.health()
-    assert health["browser_backend"] == os.environ.get("UIRL_BROWSER_BACKEND", "cdp")
+    assert health["browser_backend"] == "cdp"
     assert os.access(health["browser_executable"], os.X_OK)
-    # The CDP backend draws frames on demand exactly when it runs the headless shell.
-    on_demand = health["browser_backend"] == "cdp" and is_headless_shell(
-        health["browser_executable"]
-    )
+    # Frames are drawn on demand exactly when the browser is the headless shell.
+    on_demand = is_headless_shell(health["browser_executable"])
     assert health["frames_on_demand"] is on_demand
 
 
@@ -90,28 +88,3 @@ def test_chromium_exits_with_its_server_even_on_sigkill(runtime: LocalRuntime) -
         time.sleep(0.1)
     runtime.release(info, healthy=False)
     assert alive == []
-
-
-@pytest.fixture(scope="module")
-def playwright_session() -> Iterator[SessionInfo]:
-    rt = LocalRuntime(LocalRuntimeConfig(extra_args=("--backend", "playwright")))
-    try:
-        yield rt.acquire()
-    finally:
-        rt.close()
-
-
-def test_the_playwright_backend_still_serves_the_protocol(
-    playwright_session: SessionInfo,
-) -> None:
-    base = playwright_session.base_url
-    health = requests.get(f"{base}/health", timeout=10).json()
-    assert health["browser_backend"] == "playwright"
-    assert reset_raw(base, {"seed": 3, "options": {"rows": [4]}}).status_code == 200
-    copy_paste_row(base, 4)
-    progress = requests.get(f"{base}/progress", timeout=10).json()
-    assert progress["submitted_row_indices"] == [4]
-    wrong = requests.get(
-        f"{base}/act?action_type=screenshot", headers={"X-UIRL-Session-Id": "other"}, timeout=10
-    )
-    assert wrong.status_code == 421
