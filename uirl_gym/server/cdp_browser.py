@@ -864,7 +864,7 @@ class CdpBrowserSession:
             await self._mouse_move(action.x, action.y)
         px = action.scroll_amount * SCROLL_NOTCH_PX
         dx, dy = {"up": (0, -px), "down": (0, px), "left": (-px, 0), "right": (px, 0)}[
-            action.direction.value  # type: ignore[union-attr]
+            action.scroll_direction.value
         ]
         x, y = self._mouse
         if self.frames_on_demand:
