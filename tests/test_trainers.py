@@ -540,6 +540,50 @@ def test_skip_zero_advantage_leaves_the_gradient_unchanged(tiny_qwen25vl_dir: Pa
     assert any(float(g.abs().max()) > 0 for step in grads[True] for g in step)
 
 
+def _episode_of(sample: TokenSample, steps: int, reward: float, name: str) -> Episode:
+    """An episode of ``steps`` copies of one real rollout step, its return ``reward``."""
+    step = dataclasses.asdict(
+        Step(
+            screenshot=None,
+            action=None,
+            messages=sample.messages,
+            model_images=sample.images,
+            prompt_ids=[1] * (sample.num_tokens - len(sample.completion_ids)),
+            completion_ids=sample.completion_ids,
+            logprobs=sample.rollout_logprobs,
+        )
+    )
+    copies = [Step(**step) for _ in range(steps)]
+    copies[-1].reward = reward
+    return Episode(name, "hf", 0, {}, "", [], copies, group_id="g0")
+
+
+def test_per_episode_normalisation_weighs_a_long_and_a_short_episode_alike(
+    tiny_qwen25vl_dir: Path,
+) -> None:
+    # One group: a 30-step failure and a 3-step success made of the same step, so their
+    # advantages are opposite (-0.71, +0.71) and each step's gradient is the same. Per
+    # episode they pull equally and cancel; per token the failure pulls 10x harder.
+    norms = {}
+    for normalization in ("token", "episode"):
+        config = _grpo_config(
+            grpo={"loss_normalization": normalization}, optim={"micro_batch_tokens": 100_000}
+        )
+        run = tiny_training_run(tiny_qwen25vl_dir, config)
+        run.optimizer = _GradientRecorder(run.trainable)
+        step = _samples(run, [1.0], steps=1)[0]
+        episodes = [_episode_of(step, 30, 0.0, "long"), _episode_of(step, 3, 1.0, "short")]
+        samples = step_samples(episodes, config.grpo)
+        advantages = [s.advantage for s in samples]
+        assert advantages == pytest.approx([-0.7071] * 30 + [0.7071] * 3, abs=1e-4)
+        metrics = update_samples(run, GRPO(), samples, iteration=0)
+        ((*grads,),) = run.optimizer.steps  # one optimizer step
+        norms[normalization] = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)))
+        assert math.isfinite(metrics["train/loss"])
+    assert norms["token"] > 1e-3
+    assert norms["episode"] < 1e-5 * norms["token"]
+
+
 def test_sft_trains_on_the_sampled_ids_and_drops_unparsed_steps(tiny_qwen25vl_dir: Path) -> None:
     run = tiny_training_run(tiny_qwen25vl_dir, _grpo_config())
     sample = _samples(run, [1.0], steps=1)[0]

@@ -345,6 +345,13 @@ class GRPOSection:
         "generate) or an actor some updates behind (rollout.mode async) that samples from "
         f"another distribution; None: off in sync mode, {ASYNC_TIS_CAP} in async mode.",
     )
+    loss_normalization: Literal["token", "episode"] = param(
+        "token",
+        help="How the loss averages: token, a mean over the iteration's completion tokens "
+        "(TRL's loss_type dapo: a long episode weighs as many short ones); episode, a mean "
+        "over each episode's tokens, then over episodes (every episode weighs the same, "
+        "however long; docs/training.md).",
+    )
     leave_one_out: bool = param(
         False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
     )
