@@ -39,7 +39,7 @@ from uirl_agents.trainers.config import (  # noqa: E402
     RSConfig,
 )
 from uirl_agents.trainers.grpo import GRPO, grpo_loss, step_samples  # noqa: E402
-from uirl_agents.trainers.loop import update_samples  # noqa: E402
+from uirl_agents.trainers.loop import select_and_update, update_samples  # noqa: E402
 from uirl_agents.trainers.losses import (  # noqa: E402
     clipped_policy_loss,
     group_advantages,
@@ -582,6 +582,38 @@ def test_per_episode_normalisation_weighs_a_long_and_a_short_episode_alike(
         assert math.isfinite(metrics["train/loss"])
     assert norms["token"] > 1e-3
     assert norms["episode"] < 1e-5 * norms["token"]
+
+
+class _RecordingGRPO(GRPO):
+    """GRPO that keeps the samples it was asked to score (what the update trains on)."""
+
+    def score(self, run, samples):  # type: ignore[override]
+        self.scored = list(samples)
+        return super().score(run, samples)
+
+
+def test_session_failures_are_left_out_of_the_update_and_the_baseline(
+    tiny_qwen25vl_dir: Path,
+) -> None:
+    # One group: a success (1), a policy failure (0) and an episode whose session died
+    # (0, Episode.error). The dead session's episode trains nothing, nor sets the
+    # baseline: the two others get +-0.71, as a group of two.
+    config = _grpo_config()
+    run = tiny_training_run(tiny_qwen25vl_dir, config)
+    step = _samples(run, [1.0], steps=1)[0]
+    success, failure = _episode_of(step, 2, 1.0, "ok"), _episode_of(step, 2, 0.0, "bad")
+    lost = _episode_of(step, 1, 0.0, "lost")
+    lost.error = "the session's browser exited"
+    algorithm = _RecordingGRPO()
+    algorithm.start(run)
+    metrics = select_and_update(run, algorithm, {"rollout": [success, failure, lost]}, 0)
+    assert metrics["train/session_failures"] == 1
+    assert metrics["train/samples"] == 4  # two steps each of the two finished episodes
+    advantages = [s.advantage for s in algorithm.scored]
+    assert advantages == pytest.approx([0.7071] * 2 + [-0.7071] * 2, abs=1e-4)
+    # Nothing failed: counted as 0, every episode trained.
+    metrics = select_and_update(run, algorithm, {"rollout": [success, failure]}, 1)
+    assert metrics["train/session_failures"] == 0 and metrics["train/samples"] == 4
 
 
 def test_sft_trains_on_the_sampled_ids_and_drops_unparsed_steps(tiny_qwen25vl_dir: Path) -> None:
