@@ -33,6 +33,7 @@ from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
 from uirl_agents.trainers.cli import config_markdown, load_config, parse_args  # noqa: E402
 from uirl_agents.trainers.config import (  # noqa: E402
+    VLLM_TIS_CAP,
     EnvConfig,
     GRPOConfig,
     ModelConfig,
@@ -255,6 +256,13 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
         GRPOConfig, ["--output-dir", "x", "--optim.learning_rate", "3e-5", "--seed=7"], "t"
     )
     assert (cfg.optim.learning_rate, cfg.seed, out) == (3e-5, 7, Path("x"))
+    # vLLM rollouts sample from another engine's distribution: truncated importance
+    # sampling is on by default (TRL's cap), unless the config sets its own cap.
+    assert load_config(GRPOConfig, TINY_CPU).grpo.tis_cap is None  # HF generate, sync
+    vllm = load_config(GRPOConfig, TINY_CPU, {"rollout.backend": "vllm"})
+    assert vllm.grpo.tis_cap == VLLM_TIS_CAP == 3.0
+    mine = load_config(GRPOConfig, TINY_CPU, {"rollout.backend": "vllm", "grpo.tis_cap": "1.5"})
+    assert mine.grpo.tis_cap == 1.5
 
 
 @pytest.mark.parametrize(
