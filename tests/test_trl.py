@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import json
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -188,26 +189,52 @@ def test_tools_map_the_frame_report_errors_and_end_the_episode(environment) -> N
 
     out = env.click(x=400, y=10)  # off the screenshot: an error, the unchanged screen
     assert out[1]["text"].startswith("Error: x: 400 is outside the 320x200 screenshot")
+    # The same mistake costs what it costs through gym and OpenEnv: the task's charge.
+    assert env.get_reward() == pytest.approx(-0.1)
     out = env.scroll(x=10, y=10, direction="sideways")
     assert "Error" in out[1]["text"] and "direction" in out[1]["text"]
     out = env.click(x=40, y=30)  # the third call: the limit
     assert out[1]["text"].startswith("Clicked at (40, 30).")
     assert "limit of 3 actions" in out[1]["text"]
-    out = env.type(text="late")
-    assert out[1]["text"] == (
-        "The episode has ended (the limit of 3 actions); no action runs now. Stop calling tools."
-    )
-    assert env.steps == 3 and env.images_returned == 5  # every tool result shows the screen
-    assert env.get_reward() == pytest.approx(-0.1)  # the bad direction reached the env
+    out = env.type(text="late")  # after the end: text only, nothing runs
+    assert out == [
+        {
+            "type": "text",
+            "text": "The episode has ended (the limit of 3 actions); no action runs now. "
+            "Stop calling tools.",
+        }
+    ]
+    assert env.steps == 3 and env.images_returned == 4  # the reset's and each step's
+    assert env.get_reward() == pytest.approx(-0.2)  # the two refused calls
 
     env.reset(seed=3)
     assert env.get_reward() == 0.0 and env.steps == 0
-    # A wrong argument name (TRL calls tool(**arguments)) is a message, not a TypeError.
+    # A wrong argument name (TRL calls tool(**arguments)) is a message, not a TypeError,
+    # and costs the invalid-action charge too.
     out = env.click(x=1, z=2)
     assert out[0]["type"] == "image" and out[1]["text"].startswith("Error: click: missing")
+    assert env.get_reward() == pytest.approx(-0.1)
     out = env.finish()
     assert out[0]["type"] == "image" and out[1]["text"] == "Finished."
     assert env.ended == "finish" and env.images_returned == 3 and env.steps == 2
+
+
+def test_a_failed_session_ends_the_episode_without_a_reward(environment) -> None:
+    # The session server dies mid-episode: the env ends the episode (truncated) and the
+    # rollout gets no reward (None: TRL leaves it out of its group's baseline).
+    env = environment
+    env.reset(seed=4)
+    env.click(x=1, y=1)
+    os.kill(session_pids(env)[0], signal.SIGKILL)
+    out = env.click(x=2, y=2)
+    assert env.session_error and env.ended.startswith("the session failed")
+    assert "The episode has ended (the session failed" in out[1]["text"]
+    assert env.get_reward() is None
+    metrics: dict[str, float] = {}
+    log_episode_metrics([env], lambda k, v: metrics.__setitem__(k, v))
+    assert metrics["uirl/session_failures"] == 1.0
+    env.reset(seed=4)  # a new session; the next episode scores again
+    assert env.get_reward() == 0.0 and env.session_error is None
 
 
 def test_tool_schemas_state_the_frame() -> None:
@@ -223,6 +250,114 @@ def test_tool_schemas_state_the_frame() -> None:
     assert "399 (bottom edge)" in tools["scroll"]["parameters"]["properties"]["y"]["description"]
     assert tools["drag"]["parameters"]["required"] == ["x", "y", "end_x", "end_y"]
     assert tools["type"]["parameters"]["properties"]["text"]["type"] == "string"
+
+
+@pytest.fixture(scope="module")
+def qwen25vl_processor(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from uirl_agents.models import load_processor
+
+    path = build_tiny_model("qwen2.5-vl", tmp_path_factory.mktemp("qwen25vl-processor"))
+    return use_tool_chat_template(load_processor(path))
+
+
+def test_the_budget_counts_as_trl_does_and_refuses_steps_that_do_not_fit(
+    qwen25vl_processor: Any,
+) -> None:
+    from PIL import Image
+
+    from uirl_agents.integrations.trl import TokenBudget
+
+    # The frame is the processor's: the tiny Qwen2.5-VL passes 140x84 on (15 image
+    # tokens); 320x200 would reach the model resized, and the tools would name a frame
+    # it never saw.
+    env_class = make_environment(
+        processor=qwen25vl_processor, max_completion_length=512, max_steps=3, turn_tokens=64
+    )
+    budget = env_class.config.budget
+    assert env_class.config.screenshot_size == (140, 84)
+    assert budget.screenshot_tokens == 15 + 2  # image pads and the vision markers
+    # A result's count is the suffix TRL appends for it: its template, image and text.
+    content = [
+        {"type": "image", "image": Image.new("RGB", (140, 84))},
+        {"type": "text", "text": "Clicked at (1, 2)."},
+    ]
+    rendered = qwen25vl_processor.apply_chat_template(
+        [{"role": "tool", "name": "click", "content": content}], tokenize=False
+    )
+    assert "<tool_response>" in rendered
+    assert budget.result_tokens(content) == TokenBudget.from_processor(
+        qwen25vl_processor, (140, 84), 512
+    ).result_tokens(content)
+    assert budget.tokens_for(3) <= 512 < budget.tokens_for(budget.max_steps() + 1)
+
+    fits = budget.max_steps()
+    with pytest.raises(ValueError, match=rf"at most {fits} fit\. Set max_steps <= {fits}") as err:
+        make_environment(
+            processor=qwen25vl_processor, max_completion_length=512, max_steps=fits + 1,
+            turn_tokens=64,
+        )  # fmt: skip
+    assert f"{budget.screenshot_tokens} for the 140x84 screenshot" in str(err.value)
+    assert (
+        make_environment(
+            processor=qwen25vl_processor, max_completion_length=512, max_steps=fits, turn_tokens=64
+        ).config.budget.tokens_for(fits)
+        <= 512
+    )
+    with pytest.raises(ValueError, match="not even one fits"):
+        make_environment(processor=qwen25vl_processor, max_completion_length=60, max_steps=1)
+    with pytest.raises(ValueError, match="give processor= too"):
+        make_environment(max_completion_length=512)
+
+
+def test_an_episode_ends_before_a_result_would_overflow_the_budget(
+    qwen25vl_processor: Any,
+) -> None:
+    # Room for exactly 3 planned steps; wrong argument names make long reports, which eat
+    # the room: the env ends the episode itself, and no result it returned overflows.
+    options = {"processor": qwen25vl_processor, "max_steps": 3, "turn_tokens": 64}
+    room = make_environment(max_completion_length=512, **options).config.budget.tokens_for(3)
+    env_class = make_environment(max_completion_length=room, **options)
+    budget = env_class.config.budget
+    env = env_class()
+    try:
+        env.reset(seed=1)
+        long_name = "the_coordinates_of_the_first_name_field_in_the_form_" * 2
+        used = 0
+        results = []
+        while env.ended is None:
+            out = env.click(x=1, **{long_name: 2})
+            results.append(out)
+            used += budget.turn_tokens + budget.result_tokens(out)
+            assert used == env.tokens_used <= room
+        assert env.steps == 2 < env.config.max_steps
+        assert env.ended == f"the budget of {room} completion tokens"
+        assert results[-1][1]["text"].endswith(
+            f"The episode has ended (the budget of {room} completion tokens): do not call "
+            "more tools."
+        )
+        # Every report fits the size the budget keeps room for.
+        assert all(budget.report_tokens(r[1]["text"]) <= 64 for r in results)
+        assert env.images_returned == 3
+    finally:
+        env._close()
+
+
+def test_generation_kwargs_cap_turns_and_block_vision_tokens(qwen25vl_processor: Any) -> None:
+    env_class = make_environment(
+        processor=qwen25vl_processor, max_completion_length=512, max_steps=2, turn_tokens=48
+    )
+    vision = {qwen25vl_processor.tokenizer.convert_tokens_to_ids(t) for t in (
+        "<|vision_start|>", "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>"
+    )}  # fmt: skip
+    hf = env_class.generation_kwargs()
+    assert hf == {"max_new_tokens": 48, "suppress_tokens": sorted(vision)}
+    # vLLM's SamplingParams field names (TRL passes generation_kwargs to them as they
+    # are, in colocate mode, and into the request body of its server's completions).
+    vllm = env_class.generation_kwargs(use_vllm=True)
+    assert vllm == {"max_tokens": 48, "logit_bias": dict.fromkeys(sorted(vision), -100.0)}
+    assert json.loads(json.dumps(vllm))["logit_bias"] == {str(i): -100.0 for i in sorted(vision)}
+    with pytest.raises(ValueError, match="token budget"):
+        make_environment(max_steps=2).generation_kwargs()
 
 
 def test_make_environment_refuses_bad_options() -> None:
@@ -246,7 +381,7 @@ def test_a_dict_factory_mixes_tasks_by_the_environment_column() -> None:
         row = {k: v for k, v in rows[1].items() if k != "environment"}
         first = env.reset(**row)
         assert env.last_info["task"] == "settings_nav" and env.last_info["task_seed"] >= 0
-        assert first[0]["image"].size == (640, 400)
+        assert first[0]["image"].size == (644, 392)  # the default: Qwen2.5-VL keeps it
     finally:
         assert close_environments() >= 1
 
@@ -287,7 +422,11 @@ def test_the_same_class_plays_through_an_openenv_server(openenv_url: str) -> Non
         assert np.array_equal(np.asarray(first[0]["image"]), np.asarray(same[0]["image"]))
         out = env.keys(keys="nosuchkey")
         assert out[1]["text"].startswith("Error:") and env.get_reward() == pytest.approx(-0.1)
-        out = env.click(x=10, y=10)
+        # A tool argument the class refuses costs the same charge through OpenEnv too.
+        out = env.click(x=9999, y=10)
+        assert out[1]["text"].startswith("Error: x: 9999") and env.get_reward() == pytest.approx(
+            -0.2
+        )
         assert out[0]["type"] == "image" and env.ended == "the limit of 2 actions"
     finally:
         env._close()
@@ -338,6 +477,57 @@ def test_train_trl_script_runs_and_writes_trainer_state(tmp_path: Path) -> None:
     assert all(h["tools/call_frequency"] > 0 and h["uirl/images"] > 1 for h in steps)
     assert "closed 4 browser sessions" in done.stderr
     assert (tmp_path / "run" / "model.safetensors").exists()
+
+
+def test_the_shipped_tiny_config_trains_every_screenshot_it_returns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # scripts/train_trl.py's trainer at trl_tiny_cpu.yaml's own budget (512 completion
+    # tokens, 3 steps): every screenshot the environments return during training is an
+    # image the vision tower sees with gradients on. (TRL 1.16 drops a tool result that
+    # would overflow the budget; before the budget, this config returned 14 screenshots
+    # and trained 12.)
+    config = yaml.safe_load((ROOT / "scripts/configs/trl_tiny_cpu.yaml").read_text())
+    config["grpo"]["max_steps"] = 2
+    script = runpy.run_path(str(ROOT / "scripts/train_trl.py"))
+    torch.set_num_threads(1)
+    trainer = script["build_trainer"](config, tmp_path)
+    budget = trainer.environment_factories[None].config.budget
+    assert budget.max_completion_length == trainer.args.max_completion_length == 512
+    assert trainer.generation_config.max_new_tokens == budget.turn_tokens
+    assert set(trainer.generation_config.suppress_tokens) >= {
+        trainer.model.config.image_token_id,
+        trainer.model.config.vision_start_token_id,
+    }
+    returned: list[int] = []
+    for name in ("reset", "_result"):
+        original = getattr(UirlEnvironment, name)
+
+        def counted(self: UirlEnvironment, *args: Any, _original: Any = original, **kw: Any):
+            out = _original(self, *args, **kw)
+            returned.append(sum(part["type"] == "image" for part in out))
+            return out
+
+        monkeypatch.setattr(UirlEnvironment, name, counted)
+    trained: list[int] = []
+
+    def count_images(module: Any, args: tuple, kwargs: dict) -> None:
+        grid = kwargs.get("grid_thw", args[1] if len(args) > 1 else None)
+        if torch.is_grad_enabled() and grid is not None:
+            trained.append(int(grid.shape[0]))
+
+    hook = trainer.model.model.visual.register_forward_pre_hook(count_images, with_kwargs=True)
+    try:
+        trainer.train()
+    finally:
+        hook.remove()
+        close_environments()
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(logs) == 2
+    assert sum(returned) > 2 * 4  # the resets' and the tool results'
+    assert sum(trained) == sum(returned)
+    assert all(h["uirl/images_dropped"] == 0 for h in logs)
+    assert sum(h["uirl/images"] for h in logs) * 4 == sum(returned)
 
 
 CTRL_C_SCRIPT = """

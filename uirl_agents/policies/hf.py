@@ -105,6 +105,11 @@ VISION_TOKENS = (
 )
 
 
+# A logit bias that blocks a token on an OpenAI-compatible server (vLLM clamps biases to
+# +-100, as OpenAI does): its probability drops by e^-100.
+BLOCKED_LOGIT_BIAS = -100.0
+
+
 def vision_token_ids(model_config: object, tokenizer: Any = None) -> frozenset[int]:
     """The vision special tokens: ids a processor expands into image slots or wraps
     around them. A model must never generate one: fed back, the processor counts it as
@@ -113,7 +118,7 @@ def vision_token_ids(model_config: object, tokenizer: Any = None) -> frozenset[i
     rollouts bias them away, and the trainers leave out a step that holds one.
 
     Args:
-        model_config: the model's config (its ``image_token_id``-style fields).
+        model_config: the model's config (its ``image_token_id``-style fields), or None.
         tokenizer: when given, also the ids of :data:`VISION_TOKENS` in its vocabulary.
     """
     ids = {getattr(model_config, name, None) for name in VISION_TOKEN_FIELDS}

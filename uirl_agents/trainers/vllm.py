@@ -21,6 +21,7 @@ import requests
 
 from uirl_agents.formats import FormatConfig
 from uirl_agents.policies.base import Policy
+from uirl_agents.policies.hf import BLOCKED_LOGIT_BIAS
 from uirl_agents.trainers.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -114,10 +115,6 @@ def vllm_policy(
             require_token_ids=True,
         )
     )
-
-
-# OpenAI's and vLLM's bound on a logit bias: -100 makes a token's probability ~e-100 x.
-BLOCKED_LOGIT_BIAS = -100.0
 
 
 def vllm_sampling_fields(
