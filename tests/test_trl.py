@@ -325,7 +325,7 @@ def test_an_episode_ends_before_a_result_would_overflow_the_budget(
         used = 0
         results = []
         while env.ended is None:
-            out = env.click(x=1, **{long_name: 2})
+            out = env.click(x=1, y=2, **{long_name: 3})
             results.append(out)
             used += budget.turn_tokens + budget.result_tokens(out)
             assert used == env.tokens_used <= room

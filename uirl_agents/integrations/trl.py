@@ -165,22 +165,28 @@ class TokenBudget:
             _tokenizer=tokenizer,
         )
 
-        def result_tokens(content: list[dict[str, Any]]) -> int:
+        def result_ids(content: list[dict[str, Any]]) -> list[int]:
             message = {"role": "tool", "name": "click", "content": content}
-            return len(GRPOTrainer._get_tool_suffix_ids(trainer, [message]))
+            return GRPOTrainer._get_tool_suffix_ids(trainer, [message])
+
+        def result_tokens(content: list[dict[str, Any]]) -> int:
+            return len(result_ids(content))
 
         def report_tokens(report: str) -> int:
             return len(tokenizer(report, add_special_tokens=False)["input_ids"])
 
+        from uirl_agents.policies.hf import vision_token_ids
+
         image = Image.new("RGB", screenshot_size)
-        bare = result_tokens([{"type": "image", "image": image}, {"type": "text", "text": ""}])
-        text_only = result_tokens([{"type": "text", "text": ""}])
+        bare_ids = result_ids([{"type": "image", "image": image}, {"type": "text", "text": ""}])
+        bare = len(bare_ids)
+        vision = vision_token_ids(None, tokenizer)
         width, height = screenshot_size
         longest_valid = f"Dragged from ({width - 1}, {height - 1}) to ({width - 1}, {height - 1})."
         return cls(
             max_completion_length=max_completion_length,
             turn_tokens=turn_tokens,
-            screenshot_tokens=bare - text_only,
+            screenshot_tokens=sum(i in vision for i in bare_ids),
             step_tokens=turn_tokens + bare + report_tokens(longest_valid),
             last_step_tokens=turn_tokens + bare + REPORT_TOKENS,
             result_tokens=result_tokens,
