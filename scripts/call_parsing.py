@@ -11,9 +11,10 @@ The same model, the same task instances (SimpleDataEntry, the learning demo's: t
   :mod:`uirl_agents.formats`; every step of ``--episodes`` episodes on real sessions.
 - **TRL** (``GRPOTrainer(environment_factory=...)``): the tool-calling prompt
   (:func:`~uirl_agents.integrations.tool_templates.use_tool_chat_template`, the tool
-  schemas, the first screenshot), parsed by the tokenizer's ``<tool_call>`` JSON parser
-  as TRL does; the first turn of ``--episodes`` episodes (later turns follow only
-  from a call that parsed).
+  schemas, the first screenshot), parsed by TRL's own ``parse_response`` (the
+  ``<tool_call>`` JSON parser); the first turn of ``--episodes`` episodes (later turns
+  follow only from a call that parsed). A turn counts when it holds a call of one of the
+  tools, with arguments.
 
 Prints one line per path: calls that parse, of those sampled. Results:
 docs/integrations.md, "Which path for which model".
@@ -25,6 +26,7 @@ import argparse
 import os
 
 import torch
+from trl.chat_template_utils import parse_response
 
 from uirl_agents.formats import get_format
 from uirl_agents.integrations.tool_templates import use_tool_chat_template
@@ -86,11 +88,9 @@ def trl_path(model, processor, episodes: int, max_steps: int) -> tuple[int, int]
             out = model.generate(
                 **inputs, do_sample=True, temperature=1.0, top_k=0, top_p=1.0, **kwargs
             )
-            ids = out[0, inputs["input_ids"].shape[1] :].tolist()
-            try:
-                message = processor.tokenizer.parse_response(ids)
-            except Exception:  # TRL counts an unparseable turn as no call
-                message = {}
+            prompt = inputs["input_ids"][0].tolist()
+            ids = out[0, len(prompt) :].tolist()
+            message = parse_response(processor.tokenizer, ids, prefix=prompt, tools=tools)
             calls = message.get("tool_calls") or []
             parsed += bool(calls) and all(c.get("function", c).get("name") in names for c in calls)
     finally:

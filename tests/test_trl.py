@@ -606,3 +606,44 @@ def test_tool_template_renders_tool_free_chats_as_the_stock_one(tmp_path: Path) 
     processor.chat_template = "{{ messages[0]['content'] }}"  # some other tool-less template
     with pytest.raises(ValueError, match="cannot render tool calls"):
         use_tool_chat_template(processor)
+
+
+def test_tool_calls_are_laid_out_as_qwen_lays_them_out(qwen25vl_processor: Any) -> None:
+    # Qwen2.5's own template (TRL ships a copy) with the same turn as a string: one
+    # newline after "assistant", then the content if any, then "\n<tool_call>". List
+    # content (what TRL and processors pass) renders the same bytes: an empty text part
+    # used to add a second newline ("assistant\n\n<tool_call>").
+    from trl.chat_template_utils import _CHAT_TEMPLATES_DIR
+
+    qwen25 = (_CHAT_TEMPLATES_DIR / "qwen2_5.jinja").read_text(encoding="utf-8")
+    calls = [{"type": "function", "function": {"name": "click", "arguments": {"x": 1, "y": 2}}}]
+    tools = [{"type": "function", "function": {"name": "click", "description": "Click.",
+              "parameters": {"type": "object", "properties": {"x": {"type": "integer"}}}}}]  # fmt: skip
+    for text, contents in (
+        ("", ["", [], [{"type": "text", "text": ""}]]),
+        ("On it.", ["On it.", [{"type": "text", "text": "On it."}]]),
+    ):
+        expected = qwen25vl_processor.tokenizer.apply_chat_template(
+            [
+                {"role": "system", "content": "S"},
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": text, "tool_calls": calls + calls},
+                {"role": "tool", "name": "click", "content": "ok"},
+            ],
+            tools=tools,
+            tokenize=False,
+            chat_template=qwen25,
+        )
+        for content in contents:
+            rendered = qwen25vl_processor.apply_chat_template(
+                [
+                    {"role": "system", "content": [{"type": "text", "text": "S"}]},
+                    {"role": "user", "content": "go"},
+                    {"role": "assistant", "content": content, "tool_calls": calls + calls},
+                    {"role": "tool", "name": "click", "content": [{"type": "text", "text": "ok"}]},
+                ],
+                tools=tools,
+                tokenize=False,
+            )
+            assert rendered == expected, content
+    assert "<|im_start|>assistant\n<tool_call>\n" in expected
