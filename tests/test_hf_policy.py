@@ -49,6 +49,19 @@ def _observations(seed: int) -> list[dict]:
     ]
 
 
+def _recomputed_logprobs(model, processor, steps, temperature: float = 1.0) -> list:
+    """The trainer's forward pass over the steps' prompts and sampled ids."""
+    with torch.no_grad():
+        return completion_logprobs(
+            model,
+            processor,
+            [s.messages for s in steps],
+            [s.images for s in steps],
+            [s.completion_ids for s in steps],
+            temperature=temperature,
+        )
+
+
 def _policy(model_and_processor, fmt: str = "ui-tars", **config) -> HFPolicy:
     model, processor = model_and_processor
     return HFPolicy(
@@ -108,15 +121,7 @@ def test_acts_on_a_batch_and_logprobs_match_recomputation(model_and_processor) -
             assert (step.action is None) == (step.error is not None)
             if step.error:
                 assert step.error.startswith("ParseError: ")
-        with torch.no_grad():
-            recomputed = completion_logprobs(
-                model,
-                processor,
-                [s.messages for s in steps],
-                [s.images for s in steps],
-                [s.completion_ids for s in steps],
-                temperature=0.7,
-            )
+        recomputed = _recomputed_logprobs(model, processor, steps, temperature=0.7)
         for step, logprobs in zip(steps, recomputed, strict=True):
             assert torch.allclose(logprobs, torch.tensor(step.logprobs), atol=1e-4, rtol=0)
     # History: the previous outputs come back as assistant turns, oldest first.
@@ -168,14 +173,7 @@ def test_vision_special_tokens_are_never_generated(tiny_qwen25vl_dir: Path) -> N
         assert len(step.completion_ids) == 8
         assert not blocked.intersection(step.completion_ids)
     # The recorded logprobs stay those of the raw logits (the trainer's convention).
-    with torch.no_grad():
-        recomputed = completion_logprobs(
-            model,
-            processor,
-            [s.messages for s in steps],
-            [s.images for s in steps],
-            [s.completion_ids for s in steps],
-        )
+    recomputed = _recomputed_logprobs(model, processor, steps)
     for step, logprobs in zip(steps, recomputed, strict=True):
         assert torch.allclose(logprobs, torch.tensor(step.logprobs), atol=1e-4, rtol=0)
         assert max(step.logprobs) < -20  # the sampled tokens were unlikely: the block acted
