@@ -342,6 +342,9 @@ def test_an_episode_ends_before_a_result_would_overflow_the_budget(
         # Every report fits the size the budget keeps room for.
         assert all(budget.report_tokens(r[1]["text"]) <= 64 for r in results)
         assert env.images_returned == 3
+        metrics: dict[str, float] = {}
+        log_episode_metrics([env], lambda k, v: metrics.__setitem__(k, v))
+        assert metrics["uirl/budget_ends"] == 1.0 and metrics["uirl/session_failures"] == 0
     finally:
         env._close()
 

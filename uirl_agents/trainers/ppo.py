@@ -12,8 +12,8 @@ collected (per-step rewards: the env's dense reward mode gives one at every step
    from the same forward pass, every state's value ``V(s_t)``
    (:class:`~uirl_agents.trainers.value.ValueHead`); then **GAE** per episode
    (``ppo.gamma``, ``ppo.lam``): bootstrapped from the value of the state a truncated
-   episode stopped in, from 0 after a terminal step (and after a failed session: its
-   last screen is no state of the task). The step's advantage is broadcast to its
+   episode stopped in, from 0 after a terminal step (an episode a failed session ended
+   never gets here: the loop leaves it out). The step's advantage is broadcast to its
    tokens; optionally normalised over the iteration (every process).
 3. **Loss** (:func:`ppo_loss`): GRPO's clipped surrogate
    (:func:`~uirl_agents.trainers.grpo.grpo_loss`: + KL, TIS, the ``grpo`` section) plus
