@@ -4,9 +4,12 @@ Tiny Qwen3-VL (its own tool-calling template) and tiny Qwen2.5-VL (uirl's templa
 taught the tool-call syntax by the cold start, train 2 GRPO steps with the factory: every
 screenshot the environments returned reaches the vision tower in the training forward
 pass, the logged reward is the environments' episode reward, the weights change, and no
-browser is left once the trainer is gone. Also: the tools' own behaviour, a dict factory
-mixing tasks, an OpenEnv URL behind the same class, 2 processes with equal weights, and
-scripts/train_trl.py from the command line.
+browser is left once the trainer is gone. Also: the tools' own behaviour, the token
+budget (counted as TRL counts, refused when it cannot fit, an episode ended before a
+result could be dropped), the shipped tiny config training every screenshot it returns,
+vision tokens blocked in generation, session failures, the tool template's layout, a
+dict factory mixing tasks, an OpenEnv URL behind the same class, 2 processes with equal
+weights, and scripts/train_trl.py from the command line.
 """
 
 from __future__ import annotations
