@@ -13,7 +13,6 @@ from uirl_gym.client import SessionClient
 from uirl_gym.runtimes.base import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime
 
-
 # What a session server serves when started without --task.
 DEFAULT_SESSION_TASK = "simple_data_entry"
 

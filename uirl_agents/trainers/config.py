@@ -39,6 +39,8 @@ TINY_MODEL = "tiny"
 TINY_MODEL_DIR = "tiny_model"  # where `model.name: tiny` is built, in OUTPUT_DIR
 # The truncation of the importance weight asynchronous GRPO applies when grpo.tis_cap is unset.
 ASYNC_TIS_CAP = 2.0
+# ... and the one vLLM rollouts get (TRL's vllm_importance_sampling_clip_max).
+VLLM_TIS_CAP = 3.0
 
 
 def param(default: Any = MISSING, *, help: str, factory: Any = MISSING) -> Any:
@@ -345,7 +347,15 @@ class GRPOSection:
         help="Truncated importance sampling: weight each token's loss by "
         "min(exp(old - rollout logprob), cap), correcting for a rollout engine (vLLM, bf16 "
         "generate) or an actor some updates behind (rollout.mode async) that samples from "
-        f"another distribution; None: off in sync mode, {ASYNC_TIS_CAP} in async mode.",
+        f"another distribution; None: {VLLM_TIS_CAP} with rollout.backend vllm, "
+        f"{ASYNC_TIS_CAP} in async mode, else off.",
+    )
+    loss_normalization: Literal["token", "episode"] = param(
+        "token",
+        help="How the loss averages: token, a mean over the iteration's completion tokens "
+        "(TRL's loss_type dapo: a long episode weighs as many short ones); episode, a mean "
+        "over each episode's tokens, then over episodes (every episode weighs the same, "
+        "however long; docs/training.md).",
     )
     leave_one_out: bool = param(
         False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
@@ -581,6 +591,11 @@ class GRPOConfig(TrainConfig):
             # Derived once, here: an actor's tokens come from older weights than the
             # learner's, and the weight corrects for it (docs/training.md).
             self.grpo.tis_cap = ASYNC_TIS_CAP
+        if self.rollout.backend == "vllm" and self.grpo.tis_cap is None:
+            # vLLM's kernels sample from another distribution than the trainer's: the
+            # trainer's old logprobs centre the ratio, the weight corrects the sampling
+            # (TRL's vllm_importance_sampling_correction is on by default too).
+            self.grpo.tis_cap = VLLM_TIS_CAP
         if self.grpo.tis_cap is not None:
             _check(self.grpo.tis_cap >= 1, "grpo.tis_cap", ">= 1 (or null: off)", self.grpo.tis_cap)
         if self.grpo.kl_beta > 0 and self.model.lora_rank == 0:

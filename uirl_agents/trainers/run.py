@@ -35,7 +35,12 @@ from tqdm.auto import tqdm
 from uirl_agents.formats import ModelFormat, get_format
 from uirl_agents.models import load_processor
 from uirl_agents.policies.base import Policy
-from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
+from uirl_agents.policies.hf import (
+    HFPolicy,
+    HFPolicyConfig,
+    format_config_from_processor,
+    vision_token_ids,
+)
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
@@ -520,7 +525,8 @@ class TrainingRun:
             )
             load_lora_adapter(r.vllm_base_url, name, str(root / name))
         self.accelerator.wait_for_everyone()
-        self.policy = vllm_policy(self.config, name, self.format.config)
+        blocked = vision_token_ids(self.model.config, self.processor.tokenizer)
+        self.policy = vllm_policy(self.config, name, self.format.config, blocked)
 
 
 def _pretty(data: dict[str, Any], indent: int = 2) -> str:
