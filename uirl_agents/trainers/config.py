@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from uirl_agents.quantization import quantization_mode
+from uirl_gym.actions import check_screen
 
 logger = logging.getLogger(__name__)
 
@@ -153,6 +154,11 @@ class EnvConfig:
     )
     image_format: Literal["png", "jpeg", "raw"] = param(
         "png", help="How screenshots travel from the session server (the env's default)."
+    )
+    screen_size: list[int] | None = param(
+        None,
+        help="The sessions' screen [width, height]; None: 1280x800. [160, 210]: MiniWoB++'s "
+        "task area as the whole screen (docs/tasks.md).",
     )
 
 
@@ -444,6 +450,11 @@ class TrainConfig:
             )
         _check(env.num_envs >= 1, "env.num_envs", ">= 1", env.num_envs)
         _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
+        if env.screen_size is not None:
+            try:
+                check_screen(env.screen_size)
+            except ValueError as exc:
+                raise ValueError(f"env.screen_size: {exc}") from None
         _check_tasks(env)
         if env.task_seed is not None:
             _check(

@@ -59,6 +59,7 @@ from uirl_agents.trainers.specs import EVAL_STREAM, TRAIN_STREAM, derive_specs
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
 from uirl_agents.trajectories import Episode, TrajectoryWriter
+from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.vector import SessionVectorEnv
 
@@ -220,6 +221,7 @@ class TrainingRun:
             runtime=self.runtime,
             reward_mode=config.env.reward_mode,
             image_format=config.env.image_format,
+            screen_size=tuple(config.env.screen_size or DEFAULT_SCREEN),
         )
         self.envs_lock = threading.Lock()
         try:
