@@ -37,6 +37,38 @@ def test_sign_flip_and_paired_t(demo) -> None:
     assert demo.paired_t_p([0.1, 0.1]) == 0.0 and math.isnan(demo.paired_t_p([0.1]))
 
 
+def test_advantages_from_success_make_every_failure_alike() -> None:
+    """``grpo.advantage_from: success`` (the demo's setting): a MiniWoB++ group without a
+    success, whose clicks on nothing (0) beat its clicks on a wrong button (-1), teaches
+    nothing; from the return, the clicks on nothing would be reinforced."""
+    import numpy as np
+
+    from uirl_agents.trainers.config import GRPOSection
+    from uirl_agents.trainers.grpo import step_samples
+    from uirl_agents.trajectories import Episode, Step
+
+    def episode(group: str, reward: float, success: bool) -> Episode:
+        step = Step(
+            screenshot=None,
+            action=None,
+            messages=[{"role": "user", "content": "x"}],
+            model_images=[np.zeros((4, 4, 3), np.uint8)],
+            prompt_ids=[1, 2],
+            completion_ids=[3],
+            reward=reward,
+        )
+        return Episode(f"{group}{reward}", "test", 0, {}, "", [], [step], success, group_id=group)
+
+    failing = [episode("a", 0.0, False), episode("a", -1.0, False)]
+    solved = [episode("b", 1.0, True), episode("b", -1.0, False), episode("b", 0.0, False)]
+    from_return = [s.advantage for s in step_samples(failing + solved, GRPOSection())]
+    assert from_return[0] > 0 > from_return[1]  # the click on nothing reinforced
+    cfg = GRPOSection(advantage_from="success")
+    from_success = [s.advantage for s in step_samples(failing + solved, cfg)]
+    assert from_success[:2] == [0.0, 0.0]
+    assert from_success[2] > 0 > from_success[3] == from_success[4]
+
+
 def write_run(folder: Path, trainer: str, iterations: int, evals: dict[int, dict]) -> None:
     """A run folder as the trainers leave it: metrics.jsonl (evaluations per task, and
     training rollouts), the resolved config and the last checkpoint's state."""

@@ -361,6 +361,13 @@ class GRPOSection:
         "episodes above their group's baseline; PPO: its step advantages). Below 1 when failed episodes' "
         "off-trajectory tokens drown the successes' signal (docs/training.md, Learning demo).",
     )
+    advantage_from: Literal["return", "success"] = param(
+        "return",
+        help="What a group's advantages compare: each episode's return (its summed rewards), "
+        "or its success (1 if the env's is_success, else 0: every failure alike, e.g. "
+        "MiniWoB++'s click on nothing (0) and on a wrong button (-1), so that a group "
+        "without a success teaches nothing).",
+    )
     skip_zero_advantage: bool = param(
         True,
         help="Skip the forward/backward of steps whose advantage is 0 when kl_beta is 0: "
