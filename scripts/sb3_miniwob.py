@@ -127,9 +127,9 @@ def plot(points: list[dict[str, Any]], held_out: dict[str, float], path: Path, t
         [p["success_rate"] for p in points],
         "o-",
         ms=3,
-        label="training episodes (train split)",
+        label="training episodes (train split, sampled)",
     )
-    for label, style in (("PPO", "g--"), ("random", "k:")):
+    for label, style in (("PPO", "g--"), ("PPO before training", "r-."), ("random", "k:")):
         ax.axhline(held_out[label], color=style[0], linestyle=style[1:], label=f"held out: {label}")
     ax.set_xlabel("environment steps")
     ax.set_ylabel("success rate")
@@ -145,7 +145,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--output-dir", type=Path, required=True)
     p.add_argument("--task", default="click-test", help="a MiniWoB++ task (without miniwob.)")
-    p.add_argument("--timesteps", type=int, default=20480, help="PPO's environment steps")
+    p.add_argument("--timesteps", type=int, default=16384, help="PPO's environment steps")
     p.add_argument("--num-envs", type=int, default=4, help="sessions stepped by DummyVecEnv")
     p.add_argument("--n-steps", type=int, default=256, help="PPO steps per env per rollout")
     p.add_argument("--grid", type=int, nargs=2, default=(8, 8), metavar=("COLUMNS", "ROWS"))
