@@ -159,13 +159,15 @@ def test_a_bad_override_fails_before_any_run(demo, tmp_path: Path, capsys) -> No
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_one_seed_end_to_end_then_resumed(demo, tmp_path: Path) -> None:
     """The three phases of one seed on real sessions, at a tiny budget; a second call
     finds every phase done and runs nothing."""
     pytest.importorskip("miniwob")
     small = "--env.num_envs 2 --eval.episodes 4 --rollout.max_new_tokens 4"
     args = ["--output-dir", str(tmp_path), "--seeds", "7"]
-    args += ["--sft-args", f"{small} --rs.expert_episodes 4 --optim.epochs 1"]
+    sft = "--rs.expert_episodes 4 --optim.epochs 1 --rollout.episodes_per_iteration 2"
+    args += ["--sft-args", f"{small} {sft}"]
     rl = f"{small} --iterations 1 --rollout.episodes_per_iteration 4 --rollout.group_size 2"
     args += ["--rl-args", rl]
     demo.main(args)
