@@ -69,16 +69,26 @@ SUCCESS = "eval/success_rate"
 # ---- running a seed ----------------------------------------------------------------------
 
 
-def run(script: str, config: Path, out: Path, args: list[str]) -> float:
-    """Run a training script to the end (output to ``<out>.log``); its wall time."""
+def run(script: str, config: Path, out: Path, args: list[str]) -> tuple[float, float]:
+    """Run a training script to the end (output to ``<out>.log``): its wall time and
+    CPU time in seconds (the process's and its reaped children's: the session servers
+    and their Chromium), which, unlike the wall time, does not depend on the load."""
     cmd = [sys.executable, str(REPO / "scripts" / script), "--config", str(config)]
     cmd += ["--output-dir", str(out), "--logging.progress", "false", *args]
     print("$", shlex.join(cmd[1:]), flush=True)
     env = {"OMP_NUM_THREADS": "1", **os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
     with open(out.parent / f"{out.name}.log", "a") as log:
-        subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
-    return time.perf_counter() - t0
+        process = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        except BaseException:
+            process.kill()
+            raise
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, cmd)
+    return time.perf_counter() - t0, usage.ru_utime + usage.ru_stime
 
 
 def finished(out: Path, iterations: int) -> bool:
@@ -99,9 +109,11 @@ def config_iterations(config: Path, args: list[str]) -> int:
     return parsed.iterations
 
 
-def log_time(folder: Path, phase: str, seconds: float) -> None:
-    """Append a phase's wall time (and the load it ran under) to ``timings.jsonl``."""
-    record = {"phase": phase, "seconds": round(seconds, 1), "load": os.getloadavg()[0]}
+def log_time(folder: Path, phase: str, seconds: float, cpu_seconds: float | None = None) -> None:
+    """Append a phase's wall time, CPU time and the load it ran under to ``timings.jsonl``."""
+    record = {"phase": phase, "seconds": round(seconds, 1), "load": round(os.getloadavg()[0], 1)}
+    if cpu_seconds is not None:
+        record["cpu_seconds"] = round(cpu_seconds, 1)
     with open(folder / "timings.jsonl", "a") as f:
         f.write(json.dumps(record) + "\n")
 
@@ -122,7 +134,7 @@ def run_seed(seed: int, out: Path, sft_args: list[str], rl_args: list[str]) -> N
     sft_run = [*common, "--model.name", str(model), *sft_args]
     if not finished(sft, config_iterations(SFT_CONFIG, sft_run)):
         print(f"seed {seed}: SFT on the expert's demonstrations", flush=True)
-        log_time(folder, "sft", run("train_rs.py", SFT_CONFIG, sft, sft_run))
+        log_time(folder, "sft", *run("train_rs.py", SFT_CONFIG, sft, sft_run))
     if not (sft_model / "config.json").is_file():
         # The SFT weights with the processor, as a checkpoint folder RL starts from.
         staging = sft_model.with_suffix(".tmp")
@@ -135,7 +147,7 @@ def run_seed(seed: int, out: Path, sft_args: list[str], rl_args: list[str]) -> N
     rl_run = [*common, "--model.name", str(sft_model), *rl_args]
     if not finished(rl, config_iterations(RL_CONFIG, rl_run)):
         print(f"seed {seed}: RL from the SFT weights", flush=True)
-        log_time(folder, "rl", run("train_grpo.py", RL_CONFIG, rl, rl_run))
+        log_time(folder, "rl", *run("train_grpo.py", RL_CONFIG, rl, rl_run))
     print(f"seed {seed}: done", flush=True)
 
 
@@ -249,11 +261,16 @@ def load_seed(folder: Path) -> dict[str, Any] | None:
     sft_eval, rl_eval = eval_points(sft), eval_points(rl)
     if not (finished(rl, last) and {0, 1} <= set(sft_eval) and last in rl_eval):
         return None
-    timings: dict[str, float] = {}
+    timings: dict[str, float] = {}  # phase -> wall seconds; "phase cpu" -> CPU seconds
     if (folder / "timings.jsonl").is_file():
         for line in (folder / "timings.jsonl").read_text().splitlines():
             record = json.loads(line)
-            timings[record["phase"]] = timings.get(record["phase"], 0.0) + record["seconds"]
+            for key, field in (
+                (record["phase"], "seconds"),
+                (f"{record['phase']} cpu", "cpu_seconds"),
+            ):
+                if field in record:
+                    timings[key] = timings.get(key, 0.0) + record[field]
     return {
         "arms": {
             "random": arm_counts(sft_eval[0]),
@@ -298,16 +315,18 @@ def markdown(seeds: dict[int, dict[str, Any]], line: str) -> str:
         "Held-out success (greedy, test split), the same episodes for the three arms of a seed; "
         "random: the seed's model before SFT.",
         "",
-        "| seed | random | SFT | SFT+RL | RL - SFT (points) | minutes (SFT, RL) |",
-        "|---:|---:|---:|---:|---:|---:|",
+        "| seed | random | SFT | SFT+RL | RL - SFT (points) | wall minutes (SFT, RL) | CPU minutes (SFT, RL) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for seed, s in seeds.items():
         a = s["arms"]
         gain = 100 * (rate(a["SFT+RL"]["all"]) - rate(a["SFT"]["all"]))
-        t = s["timings"]
-        minutes = f"{t.get('sft', 0) / 60:.1f}, {t.get('rl', 0) / 60:.1f}" if t else ""
         cells = [f"{a[arm]['all'][0]}/{a[arm]['all'][1]}" for arm in ARMS]
-        text.append(f"| {seed} | " + " | ".join(cells) + f" | {gain:+.1f} | {minutes} |")
+        cells.append(f"{gain:+.1f}")
+        for suffix in ("", " cpu"):
+            t = [s["timings"].get(f"{phase}{suffix}") for phase in ("sft", "rl")]
+            cells.append(", ".join("" if v is None else f"{v / 60:.1f}" for v in t))
+        text.append(f"| {seed} | " + " | ".join(cells) + " |")
     text += ["", "Per task, pooled over the seeds:", "", "| task | " + " | ".join(ARMS) + " |"]
     text.append("|---|" + "---:|" * len(ARMS))
     for task in tasks:

@@ -112,6 +112,12 @@ def test_the_report_from_stored_runs(demo, tmp_path: Path) -> None:
     gains = {100 + i: (i % 3) + 1 for i in range(10)}
     for seed, gain in gains.items():
         write_seed(tmp_path, seed, (5, 6), (5 + gain, 6))
+    timings = [("sft", 600, 300), ("rl", 1000, 500), ("rl", 200, 40)]  # rl: resumed once
+    (tmp_path / "seed_100" / "timings.jsonl").write_text(
+        "".join(
+            json.dumps({"phase": p, "seconds": w, "cpu_seconds": c}) + "\n" for p, w, c in timings
+        )
+    )
     write_seed(tmp_path, 110, (8, 8), (8, 7))
     write_seed(tmp_path, 111, (1, 1), (9, 9))
     stopped = tmp_path / "seed_111" / "rl" / "checkpoints"
@@ -131,7 +137,8 @@ def test_the_report_from_stored_runs(demo, tmp_path: Path) -> None:
     )
     text = (tmp_path / "report.md").read_text()
     assert text.rstrip().endswith(line)
-    assert "| 100 | 0/20 | 11/20 | 12/20 | +5.0 |" in text  # seed, random, SFT, SFT+RL, gain
+    # seed, arms, gain, wall and CPU minutes of SFT and RL
+    assert "| 100 | 0/20 | 11/20 | 12/20 | +5.0 | 10.0, 20.0 | 5.0, 9.0 |" in text
     assert "| 110 | 0/20 | 16/20 | 15/20 | -5.0 |" in text
     assert "| 111 |" not in text
     # Per task pooled over seeds: click-test-2 gains, focus-text-2 loses seed 110's one.
