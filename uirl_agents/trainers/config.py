@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from uirl_agents.quantization import quantization_mode
+from uirl_gym.actions import check_screen
 from uirl_gym.runtimes.settings import DENSE_ON_OPENENV, RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -157,6 +158,11 @@ class EnvConfig(RuntimeSettings):
     )
     image_format: Literal["png", "jpeg", "raw"] = param(
         "png", help="How screenshots travel from the session server (the env's default)."
+    )
+    screen_size: list[int] | None = param(
+        None,
+        help="The sessions' screen [width, height]; None: 1280x800. [160, 210]: MiniWoB++'s "
+        "task area as the whole screen (docs/tasks.md).",
     )
 
 
@@ -367,6 +373,13 @@ class GRPOSection:
         "episodes above their group's baseline; PPO: its step advantages). Below 1 when failed episodes' "
         "off-trajectory tokens drown the successes' signal (docs/training.md, Learning demo).",
     )
+    advantage_from: Literal["return", "success"] = param(
+        "return",
+        help="What a group's advantages compare: each episode's return (its summed rewards), "
+        "or its success (1 if the env's is_success, else 0: every failure alike, e.g. "
+        "MiniWoB++'s click on nothing (0) and on a wrong button (-1), so that a group "
+        "without a success teaches nothing).",
+    )
     skip_zero_advantage: bool = param(
         True,
         help="Skip the forward/backward of steps whose advantage is 0 when kl_beta is 0: "
@@ -458,6 +471,16 @@ class TrainConfig:
         _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
         if env.reward_mode == "dense" and not env.has_oracle:
             raise ValueError(DENSE_ON_OPENENV)
+        if env.screen_size is not None:
+            try:
+                check_screen(env.screen_size)
+            except ValueError as exc:
+                raise ValueError(f"env.screen_size: {exc}") from None
+            if env.runtime == "openenv":
+                raise ValueError(
+                    "env.screen_size: an OpenEnv server serves its own screen; "
+                    "leave it unset with env.runtime openenv"
+                )
         _check_tasks(env)
         if env.task_seed is not None:
             _check(

@@ -133,8 +133,11 @@ def step_samples(
     Raises:
         ValueError: ``cfg.tis_cap`` is set but a step has no rollout logprobs.
     """
+    scores = [
+        float(e.success) if cfg.advantage_from == "success" else e.total_reward for e in episodes
+    ]
     advantages = group_advantages(
-        [e.total_reward for e in episodes],
+        scores,
         [e.group_id for e in episodes],
         leave_one_out=cfg.leave_one_out,
         scale_by_std=cfg.scale_advantages,

@@ -65,6 +65,7 @@ from uirl_agents.trainers.specs import EVAL_STREAM, TRAIN_STREAM, derive_specs
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
 from uirl_agents.trajectories import Episode, TrajectoryWriter
+from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.runtimes.settings import build_runtime, check_runtime, describe, vector_env
 
 logger = logging.getLogger(__name__)
@@ -231,6 +232,7 @@ class TrainingRun:
                 runtime=self.runtime,
                 reward_mode=config.env.reward_mode,
                 image_format=config.env.image_format,
+                screen_size=tuple(config.env.screen_size or DEFAULT_SCREEN),
             )
         except BaseException:
             if self.runtime is not None:
