@@ -19,20 +19,26 @@ task instance: task seed 0, sheet row 2; sparse reward, success = the env's
    must get a positive one): the cold-start policy sampled for as many iterations.
 
 ``--seeds 0,1,2,3,4`` runs phases 2 and 3 once per seed (``--seed``; ``--jobs`` seeds at
-once), all from the one cold start, and reports per seed and pooled over the seeds.
+once), all from the one cold start, and reports per seed and a test over the seeds.
 ``--algorithm ppo`` runs phases 2 and 3 as PPO (a value head and GAE, ``train_grpo.py
 --algorithm ppo``; the same config otherwise, without the replay). ``--compare-replay``
 runs phase 2 twice, with ``grpo.replay`` (the config's) and without;
-``--cold-start-epochs`` makes a weaker or stronger starting policy; arguments after
-``--`` go to every run of phases 2 and 3.
+``--compare-normalization`` runs it twice, with the config's ``grpo.loss_normalization``
+and with the other one (token / episode); ``--cold-start-epochs`` makes a weaker or
+stronger starting policy; arguments after ``--`` go to every run of phases 2 and 3.
 Every phase runs with one torch thread (``OMP_NUM_THREADS=1`` unless set): the runs
-are then deterministic.
+are then deterministic. A run whose metrics already reach its last iteration is not
+run again, and one cut short resumes from its last checkpoint, so the same command
+picks up where an interrupted demo stopped.
 
-Then writes ``learning_curves.png`` and ``learning_curves.md`` (the numbers, and each
-trained run against the baseline, and with ``--compare-replay`` against each other,
-pooled over the iterations after the first update, with a one-sided Fisher exact test;
-then over the seeds) in the output dir. Measured results: docs/training.md, "Learning
-demo". Each run's log is ``<output dir>/[seed_<s>/]<phase>.log``.
+Then writes ``learning_curves.png`` and ``learning_curves.md`` in the output dir: the
+numbers, and each trained run against the baseline (and with ``--compare-*`` against
+each other) at the level of the seeds: per seed, the difference of their successes
+over iterations 2-last (after the first update); over the seeds, an exact one-sided
+sign-flip test of those differences and a paired t-test. The seed is the unit: a
+run's iterations share its update path, so its episodes are not independent draws.
+Measured results: docs/training.md, "Learning demo". Each run's log is
+``<output dir>/[seed_<s>/]<phase>.log``.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -80,8 +87,18 @@ KEYS = ("rollout/success_rate", "rollout/reward_mean", "rollout/invalid_action_r
 EPISODES = "rollout/episodes"
 
 
-def run(script: str, out: Path, *args: str) -> float:
-    """Run one training script to the end; its output goes to ``<out>.log``."""
+def finished(out: Path, iterations: int) -> bool:
+    """Whether the run in ``out`` logged its last iteration's rollouts."""
+    return (out / "metrics.jsonl").is_file() and max(curve(out), default=0) >= iterations
+
+
+def run(script: str, out: Path, *args: str, iterations: int | None = None) -> float | None:
+    """Run one training script to the end; its output goes to ``<out>.log``. With
+    ``iterations``, a run already finished is skipped (None) and one cut short resumes
+    from its last checkpoint (the trainers resume an output dir by themselves)."""
+    if iterations is not None and finished(out, iterations):
+        print(f"  {out} is done: skipped", flush=True)
+        return None
     cmd = [sys.executable, str(REPO / "scripts" / script), "--config", str(CONFIG)]
     cmd += ["--output-dir", str(out), "--logging.progress", "false", *args]
     print("$", " ".join(cmd[1:]), flush=True)
@@ -129,24 +146,115 @@ def successes(points: dict[int, dict[str, float]], first: int) -> tuple[int, int
     return wins, sum(round(m[EPISODES]) for m in kept)
 
 
-def fisher_one_sided(a: tuple[int, int], b: tuple[int, int]) -> float:
-    """P(A's successes >= what was seen | both runs sample one success rate): Fisher's
-    exact test, one-sided, on ``(successes, episodes)`` of runs A and B."""
-    wins, total = a[0] + b[0], a[1] + b[1]
-    denominator = math.comb(total, wins)
-    tail = range(a[0], min(wins, a[1]) + 1)
-    return sum(math.comb(a[1], k) * math.comb(b[1], wins - k) for k in tail) / denominator
+def sign_flip_p(differences: Sequence[int]) -> float:
+    """The exact one-sided sign-flip test of paired differences: the share of the
+    ``2**n`` ways to give each ``|d|`` a sign whose sum is at least the observed sum.
+    Under "no effect" each seed's difference is as likely to be negative as positive;
+    exact, assumption-free, and at least ``1 / 2**n`` (10 seeds: 0.00098).
+
+    >>> sign_flip_p([3, 1, 2]), sign_flip_p([3, -1, 2]), sign_flip_p([0, 0])
+    (0.125, 0.25, 1.0)
+    """
+    sums = {0: 1}  # sum of the signed |d| so far -> how many sign assignments give it
+    for d in differences:
+        step: dict[int, int] = {}
+        for total, count in sums.items():
+            for signed in (abs(d), -abs(d)):
+                step[total + signed] = step.get(total + signed, 0) + count
+        sums = step
+    observed = sum(differences)
+    return sum(c for total, c in sums.items() if total >= observed) / 2 ** len(differences)
+
+
+def paired_t(differences: Sequence[int]) -> tuple[float, float]:
+    """The paired t statistic of the differences and its one-sided p (Student's t with
+    ``n - 1`` degrees of freedom; differences all equal: t = +-inf).
+
+    >>> t, p = paired_t([1, 2, 3, 4]); round(t, 4), round(p, 4)
+    (3.873, 0.0152)
+    """
+    n = len(differences)
+    mean = sum(differences) / n
+    if n < 2:
+        return math.nan, math.nan
+    sd = math.sqrt(sum((d - mean) ** 2 for d in differences) / (n - 1))
+    if sd == 0:
+        return (math.inf, 0.0) if mean > 0 else (-math.inf, 1.0) if mean < 0 else (0.0, 0.5)
+    t = mean / (sd / math.sqrt(n))
+    return t, student_t_sf(t, n - 1)
+
+
+def student_t_sf(t: float, df: int) -> float:
+    """P(T >= t) for Student's t with an integer ``df`` (the closed forms of
+    Abramowitz and Stegun 26.7.3-4: no scipy needed).
+
+    >>> round(student_t_sf(2.262, 9), 4), student_t_sf(0.0, 5)
+    (0.025, 0.5)
+    """
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2, sin, cos = math.cos(theta) ** 2, math.sin(theta), math.cos(theta)
+    if df % 2:  # odd: 2/pi (theta + sin cos (1 + 2/3 c2 + 2*4/(3*5) c2^2 + ...))
+        term, series = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            series += term
+        inside = 2 / math.pi * (theta + sin * cos * series)
+    else:  # even: sin (1 + 1/2 c2 + 1*3/(2*4) c2^2 + ...)
+        term, series = 1.0, 1.0
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            series += term
+        inside = sin * series
+    # inside = P(|T| < |t|)
+    return (1 - inside) / 2 if t >= 0 else (1 + inside) / 2
+
+
+def seed_differences(by_seed: dict[int, dict[str, dict]], name: str, other: str) -> dict[int, int]:
+    """Per seed: ``name``'s successes minus ``other``'s, over iterations 2-last."""
+    return {
+        seed: successes(curves[name], 2)[0] - successes(curves[other], 2)[0]
+        for seed, curves in by_seed.items()
+    }
+
+
+def seed_test(by_seed: dict[int, dict[str, dict]], name: str, other: str) -> str:
+    """The seed-level comparison of two arms: per-seed differences, the exact sign-flip
+    test, the paired t-test (both one-sided: ``name`` above ``other``)."""
+    short = other.split(" (")[0]  # "baseline (lr 1e-12)" -> "baseline"
+    diffs = seed_differences(by_seed, name, other)
+    values = list(diffs.values())
+    n = len(values)
+    episodes = sum(successes(curves[name], 2)[1] for curves in by_seed.values()) // max(n, 1)
+    t, p_t = paired_t(values)
+    signs = [sum(d > 0 for d in values), sum(d == 0 for d in values), sum(d < 0 for d in values)]
+    per_seed = ", ".join(f"{seed}: {d:+d}" for seed, d in diffs.items())
+    return (
+        f"{name} minus {short}, successes over iterations 2-last ({episodes} episodes a "
+        f"seed), per seed: {per_seed}. Over {n} seeds: mean {sum(values) / max(n, 1):+.1f}, "
+        f"above on {signs[0]}, equal on {signs[1]}, below on {signs[2]}; exact one-sided "
+        f"sign-flip p = {sign_flip_p(values):.2g} (of 2^{n} sign assignments); paired t = "
+        f"{t:.2f} (df {n - 1}), one-sided p = {p_t:.2g}."
+    )
 
 
 def comparison(trained: dict, other: dict, name: str = "GRPO", other_name: str = "baseline") -> str:
-    """A trained run (``name``) against another (the baseline, or a second trained run),
-    pooled over the rollouts after the first update."""
+    """One seed: a trained run (``name``) against another (the baseline, or a second
+    trained run), their successes after the first update."""
     g, b = successes(trained, 2), successes(other, 2)
     return (
-        f"Iterations 2-{max(trained)} (after the first update), pooled: {name} {g[0]}/{g[1]} "
-        f"successes ({g[0] / max(g[1], 1):.2f}), {other_name} {b[0]}/{b[1]} "
-        f"({b[0] / max(b[1], 1):.2f}); one-sided Fisher exact p = {fisher_one_sided(g, b):.2g}."
+        f"Iterations 2-{max(trained)} (after the first update): {name} {g[0]}/{g[1]} "
+        f"successes, {other_name} {b[0]}/{b[1]} (difference {g[0] - b[0]:+d})."
     )
+
+
+COMMON_RANDOM_NUMBERS = (
+    "Both arms of a seed sample with the seed's stream (task instances, sampling), so "
+    "their iteration 1 (the cold-start policy, before any update) is the same episodes: "
+    "common random numbers. That makes each seed's difference less noisy, which a "
+    "paired, seed-level test may use; it would be wrong to pool episodes across arms or "
+    "seeds as independent draws (iterations of one run share its update path). So the "
+    "test is over seeds, and it counts iterations 2-last."
+)
 
 
 def plot(cold: dict, runs: dict[str, dict], path: Path, updates: str = "updates") -> None:
@@ -185,16 +293,27 @@ def plot(cold: dict, runs: dict[str, dict], path: Path, updates: str = "updates"
 
 
 def trained_arms(
-    algorithm: str, compare_replay: bool, out: Path
+    algorithm: str,
+    out: Path,
+    *,
+    compare_replay: bool = False,
+    compare_normalization: str | None = None,
 ) -> dict[str, tuple[Path, list[str]]]:
     """Phases 2 and 3: ``{label: (output folder, arguments of its own)}``, the baseline
-    last; every arm also gets the common arguments (:func:`common_args`)."""
+    last; every arm also gets the common arguments (:func:`common_args`).
+    ``compare_normalization``: the ``grpo.loss_normalization`` of a second trained arm
+    (the other one than the config's)."""
     name = algorithm.upper()
     arms = {name: (out / algorithm, [])}
     if compare_replay:
         arms[f"{name} without replay"] = (
             out / f"{algorithm}_no_replay",
             ["--grpo.replay", "false"],
+        )
+    if compare_normalization is not None:
+        arms[f"{name} per-{compare_normalization}"] = (
+            out / f"{algorithm}_{compare_normalization}_norm",
+            ["--grpo.loss_normalization", compare_normalization],
         )
     baseline = ["--optim.learning_rate", BASELINE_LR]
     arms[f"baseline (lr {BASELINE_LR})"] = (out / "baseline", baseline)
@@ -249,6 +368,12 @@ def parse_cli(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[s
         help="phase 2 twice: GRPO as configured (grpo.replay on) and without the replay",
     )
     parser.add_argument(
+        "--compare-normalization",
+        action="store_true",
+        help="phase 2 twice: with the config's grpo.loss_normalization and with the other "
+        "one (token / episode)",
+    )
+    parser.add_argument(
         "--cold-start-epochs",
         type=int,
         default=COLD_START_EPOCHS,
@@ -258,8 +383,8 @@ def parse_cli(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[s
         "--seeds",
         type=seed_list,
         default=[0],
-        help="comma-separated run seeds for phases 2 and 3 (e.g. 0,1,2,3,4): per-seed "
-        "tables, then the successes pooled over seeds; default: 0",
+        help="comma-separated run seeds for phases 2 and 3 (e.g. 100,101,...,109): per-seed "
+        "tables, then the seed-level tests; default: 0",
     )
     parser.add_argument(
         "--jobs", type=int, default=1, help="seeds run at once (one torch thread each)"
@@ -279,24 +404,32 @@ def parse_cli(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[s
 
     # Exits with the trainer's own message when an override names no field or is invalid.
     common = ["--config", str(CONFIG), "--output-dir", str(args.output_dir)]
-    parse_config_args(
+    config, _ = parse_config_args(
         GRPOConfig,
-        [*common, *common_args(args.algorithm, None, overrides)],
+        [*common, *common_args(args.algorithm, args.grpo_iterations, overrides)],
         "learning demo overrides",
     )
+    args.iterations = config.iterations
+    # The other normalisation than the one the runs get.
+    other = {"token": "episode", "episode": "token"}[config.grpo.loss_normalization]
+    args.other_normalization = other if args.compare_normalization else None
     return args, overrides
 
 
 def run_seed(
-    seed: int, arms: dict[str, tuple[Path, list[str]]], common: list[str], warm: Path
-) -> dict[Path, float]:
+    seed: int,
+    arms: dict[str, tuple[Path, list[str]]],
+    common: list[str],
+    warm: Path,
+    iterations: int,
+) -> dict[Path, float | None]:
     """Phases 2 and 3 for one seed, from the shared cold-start adapter: each run's wall
-    time, by output folder."""
+    time (None: finished before), by output folder."""
     seconds = {}
     for label, (folder, extra) in arms.items():
         print(f"seed {seed}: {label} from the cold-start adapter", flush=True)
         args = ["--seed", str(seed), "--model.adapter_path", str(warm), *extra]
-        seconds[folder] = run("train_grpo.py", folder, *common, *args)
+        seconds[folder] = run("train_grpo.py", folder, *common, *args, iterations=iterations)
     return seconds
 
 
@@ -313,13 +446,14 @@ def pooled_curve(per_seed: list[dict[int, dict[str, float]]]) -> dict[int, dict[
 
 def seed_summary(by_seed: dict[int, dict[str, dict]], trained: list[str], baseline: str) -> str:
     """A table, one row per seed: each arm's successes after the first update, and
-    each trained arm's one-sided Fisher p against that seed's baseline."""
-    head = ["seed", *trained, baseline, *(f"p ({t} > baseline)" for t in trained)]
+    each trained arm's difference from that seed's baseline."""
+    short = baseline.split(" (")[0]
+    head = ["seed", *trained, baseline, *(f"{t} - {short}" for t in trained)]
     lines = ["| " + " | ".join(head) + " |", "|---:" * len(head) + "|"]
     for seed, curves in by_seed.items():
         counts = {label: successes(points, 2) for label, points in curves.items()}
         cells = [f"{counts[label][0]}/{counts[label][1]}" for label in (*trained, baseline)]
-        cells += [f"{fisher_one_sided(counts[t], counts[baseline]):.2g}" for t in trained]
+        cells += [f"{counts[t][0] - counts[baseline][0]:+d}" for t in trained]
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -343,23 +477,6 @@ def seed_curves(by_seed: dict[int, dict[str, dict]]) -> str:
     return "\n".join(lines)
 
 
-def pooled_line(by_seed: dict[int, dict[str, dict]], name: str, other: str) -> str:
-    """``pooled over seeds: GRPO a/b, baseline c/d, one-sided Fisher p = X``, and the
-    seeds where ``name`` ends below ``other`` (the baseline, or another trained run)."""
-    short = other.split(" (")[0]  # "baseline (lr 1e-12)" -> "baseline"
-    g = [successes(curves[name], 2) for curves in by_seed.values()]
-    b = [successes(curves[other], 2) for curves in by_seed.values()]
-    gs = (sum(x[0] for x in g), sum(x[1] for x in g))
-    bs = (sum(x[0] for x in b), sum(x[1] for x in b))
-    below = [seed for seed, x, y in zip(by_seed, g, b, strict=True) if x[0] < y[0]]
-    return (
-        f"pooled over seeds {','.join(map(str, by_seed))} (iterations 2-last): {name} "
-        f"{gs[0]}/{gs[1]}, {short} {bs[0]}/{bs[1]}, one-sided Fisher p = "
-        f"{fisher_one_sided(gs, bs):.2g}; seeds below {short}: "
-        f"{', '.join(map(str, below)) or 'none'}"
-    )
-
-
 def main() -> None:
     args, overrides = parse_cli()
     out = args.output_dir.resolve()
@@ -367,21 +484,29 @@ def main() -> None:
     common = common_args(args.algorithm, args.grpo_iterations, overrides)
     cold_dir, warm = out / "cold_start", out / "cold_start_adapter"
     seed_arms = {
-        seed: trained_arms(args.algorithm, args.compare_replay, out / f"seed_{seed}")
+        seed: trained_arms(
+            args.algorithm,
+            out / f"seed_{seed}",
+            compare_replay=args.compare_replay,
+            compare_normalization=args.other_normalization,
+        )
         for seed in args.seeds
     }
     seconds: dict[Path, float | None] = {}
     if not args.report_only:
         print("cold start: SFT on the expert's demonstrations", flush=True)
-        seconds[cold_dir] = run("train_rs.py", cold_dir, *cold_start_args(args.cold_start_epochs))
-        shutil.rmtree(warm, ignore_errors=True)
-        shutil.copytree(cold_dir / "checkpoints" / "iter_000001" / "adapter", warm)
+        seconds[cold_dir] = run(
+            "train_rs.py", cold_dir, *cold_start_args(args.cold_start_epochs), iterations=1
+        )
+        if seconds[cold_dir] is not None or not warm.is_dir():
+            shutil.rmtree(warm, ignore_errors=True)
+            shutil.copytree(cold_dir / "checkpoints" / "iter_000001" / "adapter", warm)
 
         # Seeds run --jobs at a time: one torch thread each, so the curves do not depend
         # on how many run together.
-        def one(seed: int) -> dict[Path, float]:
+        def one(seed: int) -> dict[Path, float | None]:
             (out / f"seed_{seed}").mkdir(exist_ok=True)
-            return run_seed(seed, seed_arms[seed], common, warm)
+            return run_seed(seed, seed_arms[seed], common, warm, args.iterations)
 
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             for times in pool.map(one, args.seeds):
@@ -432,15 +557,16 @@ def report(
         arms = seed_arms[seed]
         text += [table(label, curves[label], seconds.get(arms[label][0])) for label in labels]
         text += [comparison(curves[t], curves[baseline], t) for t in trained]
-        if args.compare_replay:
+        if len(trained) > 1:
             text.append(comparison(curves[trained[0]], curves[trained[1]], trained[0], trained[1]))
     text.append("### Over seeds")
     text.append("Successes per iteration (of the episodes each iteration sampled):")
     text.append(seed_curves(by_seed))
     text.append(seed_summary(by_seed, trained, baseline))
-    text += [pooled_line(by_seed, t, baseline) for t in trained]
-    if args.compare_replay:
-        text.append(pooled_line(by_seed, trained[0], trained[1]))
+    text.append(COMMON_RANDOM_NUMBERS)
+    text += [seed_test(by_seed, t, baseline) for t in trained]
+    if len(trained) > 1:
+        text.append(seed_test(by_seed, trained[0], trained[1]))
     known = [t for t in seconds.values() if t is not None]
     if known:
         text.append(f"Total: {sum(known) / 60:.1f} min of runs.")

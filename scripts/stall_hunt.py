@@ -1,7 +1,8 @@
 """Stall hunt: seeded random actions of every kind on every registered task, timed.
 
     python scripts/stall_hunt.py --steps 100000 --out runs/stall_hunt   # resumes
-    python scripts/stall_hunt.py --report runs/stall_hunt                # the table
+    python scripts/stall_hunt.py --report --out runs/stall_hunt         # the table
+    python scripts/stall_hunt.py --replay 316                           # one unit again
 
 The work is cut into units (one task, one seed, ``--unit-steps`` steps in episodes of
 ``--episode-steps``), dealt to the tasks in turn, so that any number of steps covers
@@ -294,8 +295,14 @@ class SessionSlot:
         self.info, self.client = None, None
 
 
-def play_unit(unit: Unit, config: HuntConfig, slot: SessionSlot) -> UnitResult:
-    """Play one unit; every action timed, every error kept."""
+def play_unit(
+    unit: Unit,
+    config: HuntConfig,
+    slot: SessionSlot,
+    on_step: Callable[[int, Action, StepRecord], None] | None = None,
+) -> UnitResult:
+    """Play one unit; every action timed, every error kept (``on_step(step, action,
+    record)`` sees each as it is played)."""
     rng = np.random.default_rng(unit.seed)
     result = UnitResult(unit.number, unit.task, unit.screen)
     seeds = split_range("train")
@@ -322,6 +329,8 @@ def play_unit(unit: Unit, config: HuntConfig, slot: SessionSlot) -> UnitResult:
             action = next(stream)
             record, fatal = _timed_act(client, action, unit, done, result)
             result.steps.append(record)
+            if on_step is not None:
+                on_step(done, action, record)
             done += 1
             if fatal is not None:
                 if fatal == "replace":
@@ -554,6 +563,35 @@ def write_doc(doc: Path, summary: dict[str, Any], *, config_steps: int) -> None:
     doc.write_text(f"{head}{start}\n{body}{end}{tail}", "utf-8")
 
 
+def replay(config: HuntConfig, numbers: Sequence[int], runtime: Runtime) -> None:
+    """Play the units ``numbers`` of ``config``'s plan again on one session of
+    ``runtime``, printing every action with its wall, action and capture times and the
+    load."""
+    units = plan(config)
+    for number in numbers:
+        if not 0 <= number < len(units):
+            raise SystemExit(f"--replay: unit {number} is not in 0..{len(units) - 1}")
+
+    def show(step: int, action: Action, record: StepRecord) -> None:
+        print(
+            f"  step {step:3d} {record.outcome:7s} wall {record.wall_ms:7.0f} ms, action "
+            f"{record.action_ms} ms, capture {record.capture_ms} ms, load {record.load1:.1f}: "
+            f"{json.dumps(action.to_dict())[:160]}",
+            flush=True,
+        )
+
+    slot = SessionSlot(runtime, config.step_timeout_s)
+    try:
+        for number in numbers:
+            unit = units[number]
+            print(f"unit {number}: {unit.task}, screen {unit.screen}, seed {unit.seed}")
+            result = play_unit(unit, config, slot, on_step=show)
+            for error in result.errors:
+                print("  ERROR", json.dumps(error))
+    finally:
+        slot.release()
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     defaults = HuntConfig()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
@@ -567,6 +605,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--step-timeout-s", type=float, default=defaults.step_timeout_s)
     p.add_argument("--report", action="store_true", help="only summarize what --out holds")
     p.add_argument(
+        "--replay",
+        type=int,
+        nargs="+",
+        metavar="UNIT",
+        help="play these units again on one session, each action printed with its times "
+        "(a slow action alone: the machine's load or the page?); nothing is written",
+    )
+    p.add_argument(
         "--doc",
         type=Path,
         help="write the table between the stall_hunt markers of this file (docs/benchmarks.md)",
@@ -577,16 +623,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    config = HuntConfig(
+        steps=args.steps,
+        tasks=args.tasks,
+        unit_steps=args.unit_steps,
+        episode_steps=args.episode_steps,
+        sessions=args.sessions,
+        seed=args.seed,
+        step_timeout_s=args.step_timeout_s,
+    )
+    if args.replay:
+        with LocalRuntime(LocalRuntimeConfig(startup_timeout_s=120)) as runtime:
+            replay(config, args.replay, runtime)
+        return 0
     if not args.report:
-        config = HuntConfig(
-            steps=args.steps,
-            tasks=args.tasks,
-            unit_steps=args.unit_steps,
-            episode_steps=args.episode_steps,
-            sessions=args.sessions,
-            seed=args.seed,
-            step_timeout_s=args.step_timeout_s,
-        )
         from tqdm import tqdm
 
         bar = tqdm(total=config.units(), unit="unit", desc="stall hunt")

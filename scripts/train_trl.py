@@ -4,8 +4,10 @@
     accelerate launch --num_processes 8 scripts/train_trl.py --config CONFIG --output-dir DIR
 
 The whole recipe is TRL's ``GRPOConfig`` (the config's ``grpo`` section), uirl's
-environment class (``environment``: uirl_agents/integrations/trl.py) and a dataset of
-task seeds (``dataset``). The model is a checkpoint, or ``tiny-<family>`` (built
+environment class (``environment``: uirl_agents/integrations/trl.py, given the model's
+processor and ``grpo.max_completion_length``, so that every screenshot it returns fits
+the completion and is trained; ``turn_tokens`` there caps each model turn) and a
+dataset of task seeds (``dataset``). Generation blocks the vision special tokens. The model is a checkpoint, or ``tiny-<family>`` (built
 offline into the output dir; ``tool_call_cold_start`` then teaches it the tool-call
 syntax first). TRL writes its usual ``trainer_state.json`` and checkpoints to the
 output dir; every browser session is closed at the end, also after Ctrl-C.
@@ -62,10 +64,21 @@ def build_trainer(config: dict[str, Any], output_dir: Path) -> Any:
 
     set_seed(config.get("seed", 0))
     model, processor = load_model(config["model"], output_dir)
+    grpo = dict(config["grpo"])
     environment = dict(config.get("environment", {}))
     if "screenshot_size" in environment:
         environment["screenshot_size"] = tuple(environment["screenshot_size"])
-    env_class = make_environment(**environment)
+    # The class keeps the run's token budget: it sizes screenshots as the processor does,
+    # refuses max_steps that do not fit, and ends an episode before TRL would drop a
+    # tool result; generation stops each turn where the budget counts it to.
+    max_completion_length = grpo.get("max_completion_length", GRPOConfig.max_completion_length)
+    env_class = make_environment(
+        **environment, processor=processor, max_completion_length=max_completion_length
+    )
+    grpo["generation_kwargs"] = {
+        **env_class.generation_kwargs(use_vllm=bool(grpo.get("use_vllm", False))),
+        **(grpo.get("generation_kwargs") or {}),
+    }
     cold_start = config.get("tool_call_cold_start")
     if cold_start:
         probe = env_class()
@@ -81,7 +94,7 @@ def build_trainer(config: dict[str, Any], output_dir: Path) -> Any:
         from peft import LoraConfig
 
         peft_config = LoraConfig(**config["peft"])
-    args = GRPOConfig(output_dir=str(output_dir), seed=config.get("seed", 0), **config["grpo"])
+    args = GRPOConfig(output_dir=str(output_dir), seed=config.get("seed", 0), **grpo)
     return GRPOTrainer(
         model=model,
         processing_class=processor,

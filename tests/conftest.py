@@ -13,6 +13,9 @@ from uirl_gym.client import SessionClient
 from uirl_gym.runtimes.base import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime
 
+# What a session server serves when started without --task.
+DEFAULT_SESSION_TASK = "simple_data_entry"
+
 
 @pytest.fixture(scope="session")
 def runtime() -> Iterator[LocalRuntime]:
@@ -36,7 +39,12 @@ def session(runtime: LocalRuntime) -> Iterator[SessionInfo]:
         raise
     finally:
         try:
-            SessionClient(info.base_url, max_retries=0, read_timeout_s=5).health()
+            client = SessionClient(info.base_url, max_retries=0, read_timeout_s=5)
+            # A test that moved the session to another task (a MiniWoB++ page) gives it
+            # back on the default one: the next test resets without naming a task.
+            if client.health()["task"] != DEFAULT_SESSION_TASK:
+                client.reset(seed=0, task=DEFAULT_SESSION_TASK)
+            client.close()
         except Exception:
             healthy = False
         runtime.release(info, healthy=healthy)

@@ -23,6 +23,7 @@ from uirl_agents.policies.hf import (  # noqa: E402
     format_config_from_processor,
     selective_log_softmax,
     softmax_entropy,
+    vision_token_ids,
 )
 from uirl_agents.tiny_model import main as tiny_model_main  # noqa: E402
 from uirl_gym.actions import Action  # noqa: E402
@@ -46,6 +47,19 @@ def _observations(seed: int) -> list[dict]:
         {"screenshot": rng.integers(0, 256, (800, 1280, 3), dtype=np.uint8), "instruction": text}
         for text in INSTRUCTIONS  # different lengths: the batch is left-padded
     ]
+
+
+def _recomputed_logprobs(model, processor, steps, temperature: float = 1.0) -> list:
+    """The trainer's forward pass over the steps' prompts and sampled ids."""
+    with torch.no_grad():
+        return completion_logprobs(
+            model,
+            processor,
+            [s.messages for s in steps],
+            [s.images for s in steps],
+            [s.completion_ids for s in steps],
+            temperature=temperature,
+        )
 
 
 def _policy(model_and_processor, fmt: str = "ui-tars", **config) -> HFPolicy:
@@ -107,15 +121,7 @@ def test_acts_on_a_batch_and_logprobs_match_recomputation(model_and_processor) -
             assert (step.action is None) == (step.error is not None)
             if step.error:
                 assert step.error.startswith("ParseError: ")
-        with torch.no_grad():
-            recomputed = completion_logprobs(
-                model,
-                processor,
-                [s.messages for s in steps],
-                [s.images for s in steps],
-                [s.completion_ids for s in steps],
-                temperature=0.7,
-            )
+        recomputed = _recomputed_logprobs(model, processor, steps, temperature=0.7)
         for step, logprobs in zip(steps, recomputed, strict=True):
             assert torch.allclose(logprobs, torch.tensor(step.logprobs), atol=1e-4, rtol=0)
     # History: the previous outputs come back as assistant turns, oldest first.
@@ -136,8 +142,41 @@ def test_sampling_ignores_checkpoint_generation_defaults(model_and_processor) ->
     config.output_scores = True
     with torch.no_grad():
         out = model.generate(**inputs, generation_config=config)
+    blocked = sorted(vision_token_ids(model.config, processor.tokenizer))
     for scores, logits in zip(out.scores, out.logits, strict=True):
+        assert torch.isneginf(scores[:, blocked]).all()  # vision tokens: never sampled
+        scores[:, blocked] = logits[:, blocked] / 0.7
         assert torch.allclose(scores, logits / 0.7, atol=1e-6)
+
+
+def test_vision_special_tokens_are_never_generated(tiny_qwen25vl_dir: Path) -> None:
+    # A model that prefers the vision tokens by far (+30 on their logits, as an untrained
+    # or drifting model may): fed back, a generated <|image_pad|> would be an image slot
+    # without an image.
+    model, processor = load_model_and_processor(tiny_qwen25vl_dir)
+    blocked = vision_token_ids(model.config, processor.tokenizer)
+    names = {"<|image_pad|>", "<|video_pad|>", "<|vision_start|>", "<|vision_end|>"}
+    names.add("<|vision_pad|>")
+    assert blocked == {processor.tokenizer.convert_tokens_to_ids(n) for n in names}
+    index = torch.tensor(sorted(blocked))
+
+    def favour_vision_tokens(_module, _args, logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.clone()
+        logits[..., index] += 30.0
+        return logits
+
+    model.lm_head.register_forward_hook(favour_vision_tokens)
+    policy = _policy((model, processor), temperature=1.0, max_new_tokens=8)
+    torch.manual_seed(0)
+    steps = policy.act(_observations(0), [0, 1])
+    for step in steps:
+        assert len(step.completion_ids) == 8
+        assert not blocked.intersection(step.completion_ids)
+    # The recorded logprobs stay those of the raw logits (the trainer's convention).
+    recomputed = _recomputed_logprobs(model, processor, steps)
+    for step, logprobs in zip(steps, recomputed, strict=True):
+        assert torch.allclose(logprobs, torch.tensor(step.logprobs), atol=1e-4, rtol=0)
+        assert max(step.logprobs) < -20  # the sampled tokens were unlikely: the block acted
 
 
 def test_greedy_decoding_records_temperature_one_logprobs(model_and_processor) -> None:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,8 @@ from uirl_agents.policies.openai_compat import (
     OpenAIPolicyConfig,
     TokenIdsMissingError,
 )
+
+pytest_plugins = ["model_fixtures"]
 
 CLICK_REPLY = "Thought: The First name field is empty.\nAction: click(start_box='(644,406)')"
 BAD_REPLY = "I think I should click somewhere."
@@ -276,6 +279,34 @@ def test_trainer_rollouts_send_the_whole_sampling_configuration(server: StandInS
         "n": 1,
         "seed": 3,
     }
+
+
+def test_trainer_rollouts_bias_vision_tokens_away(
+    server: StandInServer, tiny_qwen25vl_dir: Path
+) -> None:
+    # The ids the run's model and tokenizer name vision tokens (the trainer's HF
+    # generate suppresses the same ones) go out as logit_bias -100 in every request;
+    # a logit_bias of the user's own is merged in.
+    pytest.importorskip("torch")
+    from uirl_agents.models import load_model_and_processor
+    from uirl_agents.policies.hf import vision_token_ids
+    from uirl_agents.trainers.cli import load_config
+    from uirl_agents.trainers.config import GRPOConfig
+    from uirl_agents.trainers.vllm import vllm_policy
+
+    model, processor = load_model_and_processor(tiny_qwen25vl_dir)
+    blocked = vision_token_ids(model.config, processor.tokenizer)
+    assert processor.tokenizer.convert_tokens_to_ids("<|image_pad|>") in blocked
+    overrides = {
+        "model.format": "ui-tars",
+        "rollout.vllm_base_url": server.url,
+        "rollout.extra_body": "{logit_bias: {'7': 2.0}}",
+    }
+    policy = vllm_policy(load_config(GRPOConfig, None, overrides), "r", FormatConfig(), blocked)
+    policy.begin_episode(0)
+    policy.act(_observations(1), [0])
+    (body,) = server.requests
+    assert body["logit_bias"] == {**{str(i): -100.0 for i in blocked}, "7": 2.0}
 
 
 def test_trainer_rollouts_fail_at_the_first_response_without_token_ids(

@@ -26,12 +26,14 @@ PAGE = b"""<!doctype html><html><body style="margin:0; font: 14px sans-serif">
   <option>apple</option><option>banana</option><option>cherry</option></select>
 <input id="day" type="date" style="position:absolute;left:10px;top:60px;width:200px;height:30px">
 <input id="colour" type="color" style="position:absolute;left:10px;top:110px;width:60px;height:30px">
+<input id="clock" type="time" style="position:absolute;left:220px;top:60px;width:120px;height:30px">
 <iframe src="/frame" style="position:absolute;left:10px;top:160px;width:200px;height:60px;border:0">
 </iframe>
 <script>
 window.uirlEpisode = 0;
 window.uirlLoad = () => { window.uirlEpisode += 1; };
-window.uirlInspect = () => ({pick: pick.value, day: day.value, focused: document.activeElement.id,
+window.uirlInspect = () => ({pick: pick.value, day: day.value, clock: clock.value,
+  focused: document.activeElement.id,
   inner: document.querySelector("iframe").contentDocument.getElementById("inner").value});
 </script></body></html>"""
 # Links, forms and scripts that would open a tab or window.
@@ -73,7 +75,8 @@ def keys(k: str) -> Action:
 
 # (what, action, the page's state afterwards): clicks on each popup field and every key
 # that opens one (Chromium 156 opens a focused select's list on space, Enter, F4 and
-# Alt+Down), then the keyboard picks.
+# Alt+Down, a date or time field's picker on space with any modifier, F4 and Alt+Down),
+# then the keyboard picks.
 SCRIPT = [
     ("click the select", click(100, 25), {"focused": "pick", "pick": "apple"}),
     ("space", keys("space"), {"pick": "apple"}),
@@ -83,7 +86,11 @@ SCRIPT = [
     ("down picks", keys("down"), {"pick": "banana"}),
     ("click the date's picker button", click(200, 75), {"focused": "day"}),
     ("alt+down on the date", keys("alt+down"), {"focused": "day"}),
+    ("space on the date", keys("space"), {"focused": "day"}),
     ("type the date", Action(ActionType.TYPE, text="03142025"), {"day": "2025-03-14"}),
+    ("click the time", click(240, 75), {"focused": "clock"}),
+    ("shift+space on the time", keys("shift+space"), {"focused": "clock"}),
+    ("type the time", Action(ActionType.TYPE, text="0930 am"), {"clock": "09:30"}),
     ("click the colour", click(40, 125), {"focused": "colour"}),
     ("space on the colour", keys("space"), {"focused": "colour"}),
     ("enter on the colour", keys("enter"), {"focused": "colour"}),

@@ -33,13 +33,14 @@ from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
 from uirl_agents.trainers.cli import config_markdown, load_config, parse_args  # noqa: E402
 from uirl_agents.trainers.config import (  # noqa: E402
+    VLLM_TIS_CAP,
     EnvConfig,
     GRPOConfig,
     ModelConfig,
     RSConfig,
 )
 from uirl_agents.trainers.grpo import GRPO, grpo_loss, step_samples  # noqa: E402
-from uirl_agents.trainers.loop import update_samples  # noqa: E402
+from uirl_agents.trainers.loop import select_and_update, update_samples  # noqa: E402
 from uirl_agents.trainers.losses import (  # noqa: E402
     clipped_policy_loss,
     group_advantages,
@@ -255,6 +256,13 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
         GRPOConfig, ["--output-dir", "x", "--optim.learning_rate", "3e-5", "--seed=7"], "t"
     )
     assert (cfg.optim.learning_rate, cfg.seed, out) == (3e-5, 7, Path("x"))
+    # vLLM rollouts sample from another engine's distribution: truncated importance
+    # sampling is on by default (TRL's cap), unless the config sets its own cap.
+    assert load_config(GRPOConfig, TINY_CPU).grpo.tis_cap is None  # HF generate, sync
+    vllm = load_config(GRPOConfig, TINY_CPU, {"rollout.backend": "vllm"})
+    assert vllm.grpo.tis_cap == VLLM_TIS_CAP == 3.0
+    mine = load_config(GRPOConfig, TINY_CPU, {"rollout.backend": "vllm", "grpo.tis_cap": "1.5"})
+    assert mine.grpo.tis_cap == 1.5
 
 
 @pytest.mark.parametrize(
@@ -538,6 +546,82 @@ def test_skip_zero_advantage_leaves_the_gradient_unchanged(tiny_qwen25vl_dir: Pa
         for a, b in zip(with_skip, without, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
     assert any(float(g.abs().max()) > 0 for step in grads[True] for g in step)
+
+
+def _episode_of(sample: TokenSample, steps: int, reward: float, name: str) -> Episode:
+    """An episode of ``steps`` copies of one real rollout step, its return ``reward``."""
+    step = dataclasses.asdict(
+        Step(
+            screenshot=None,
+            action=None,
+            messages=sample.messages,
+            model_images=sample.images,
+            prompt_ids=[1] * (sample.num_tokens - len(sample.completion_ids)),
+            completion_ids=sample.completion_ids,
+            logprobs=sample.rollout_logprobs,
+        )
+    )
+    copies = [Step(**step) for _ in range(steps)]
+    copies[-1].reward = reward
+    return Episode(name, "hf", 0, {}, "", [], copies, group_id="g0")
+
+
+def test_per_episode_normalisation_weighs_a_long_and_a_short_episode_alike(
+    tiny_qwen25vl_dir: Path,
+) -> None:
+    # One group: a 30-step failure and a 3-step success made of the same step, so their
+    # advantages are opposite (-0.71, +0.71) and each step's gradient is the same. Per
+    # episode they pull equally and cancel; per token the failure pulls 10x harder.
+    norms = {}
+    for normalization in ("token", "episode"):
+        config = _grpo_config(
+            grpo={"loss_normalization": normalization}, optim={"micro_batch_tokens": 100_000}
+        )
+        run = tiny_training_run(tiny_qwen25vl_dir, config)
+        run.optimizer = _GradientRecorder(run.trainable)
+        step = _samples(run, [1.0], steps=1)[0]
+        episodes = [_episode_of(step, 30, 0.0, "long"), _episode_of(step, 3, 1.0, "short")]
+        samples = step_samples(episodes, config.grpo)
+        advantages = [s.advantage for s in samples]
+        assert advantages == pytest.approx([-0.7071] * 30 + [0.7071] * 3, abs=1e-4)
+        metrics = update_samples(run, GRPO(), samples, iteration=0)
+        ((*grads,),) = run.optimizer.steps  # one optimizer step
+        norms[normalization] = float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads)))
+        assert math.isfinite(metrics["train/loss"])
+    assert norms["token"] > 1e-3
+    assert norms["episode"] < 1e-5 * norms["token"]
+
+
+class _RecordingGRPO(GRPO):
+    """GRPO that keeps the samples it was asked to score (what the update trains on)."""
+
+    def score(self, run, samples):  # type: ignore[override]
+        self.scored = list(samples)
+        return super().score(run, samples)
+
+
+def test_session_failures_are_left_out_of_the_update_and_the_baseline(
+    tiny_qwen25vl_dir: Path,
+) -> None:
+    # One group: a success (1), a policy failure (0) and an episode whose session died
+    # (0, Episode.error). The dead session's episode trains nothing, nor sets the
+    # baseline: the two others get +-0.71, as a group of two.
+    config = _grpo_config()
+    run = tiny_training_run(tiny_qwen25vl_dir, config)
+    step = _samples(run, [1.0], steps=1)[0]
+    success, failure = _episode_of(step, 2, 1.0, "ok"), _episode_of(step, 2, 0.0, "bad")
+    lost = _episode_of(step, 1, 0.0, "lost")
+    lost.error = "the session's browser exited"
+    algorithm = _RecordingGRPO()
+    algorithm.start(run)
+    metrics = select_and_update(run, algorithm, {"rollout": [success, failure, lost]}, 0)
+    assert metrics["train/session_failures"] == 1
+    assert metrics["train/samples"] == 4  # two steps each of the two finished episodes
+    advantages = [s.advantage for s in algorithm.scored]
+    assert advantages == pytest.approx([0.7071] * 2 + [-0.7071] * 2, abs=1e-4)
+    # Nothing failed: counted as 0, every episode trained.
+    metrics = select_and_update(run, algorithm, {"rollout": [success, failure]}, 1)
+    assert metrics["train/session_failures"] == 0 and metrics["train/samples"] == 4
 
 
 def test_sft_trains_on_the_sampled_ids_and_drops_unparsed_steps(tiny_qwen25vl_dir: Path) -> None:

@@ -22,7 +22,7 @@ import inspect
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from transformers import (
@@ -41,6 +41,9 @@ from transformers.utils import cached_file
 
 from uirl_agents.formats import infer_format
 from uirl_agents.quantization import Quantization, bnb_config, use_plain_cpu_layout
+
+if TYPE_CHECKING:
+    from peft import PeftModel
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +93,7 @@ def image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixin
     # The class's own signature less video_processor: saving and loading read the
     # processor's settings (image_seq_len, ...) from it.
     signature = inspect.signature(cls.__init__)
-    __init__.__signature__ = signature.replace(
+    vars(__init__)["__signature__"] = signature.replace(
         parameters=[p for name, p in signature.parameters.items() if name != "video_processor"]
     )
     doc = f"{cls.__name__} for images and text only (no video processor, no torchvision)."
@@ -216,7 +219,7 @@ def load_model(
     attn_implementation: str | None = None,
     trust_remote_code: bool = False,
     quantization: Quantization | None = None,
-) -> PreTrainedModel:
+) -> PreTrainedModel | PeftModel:
     """Load an ``AutoModelForImageTextToText`` checkpoint, optionally with a LoRA adapter.
 
     Args:
@@ -250,11 +253,13 @@ def load_model(
         model = AutoModelForImageTextToText.from_pretrained(str(name_or_path), **kwargs)
         use_plain_cpu_layout(model, training=False)
     else:
-        model = AutoModelForImageTextToText.from_pretrained(str(name_or_path), **kwargs).to(device)
+        model = AutoModelForImageTextToText.from_pretrained(str(name_or_path), **kwargs)
+        model.to(device)  # in place
+    loaded: PreTrainedModel | PeftModel = model
     if adapter_path is not None:
         from peft import PeftModel  # only adapter users need peft
 
-        model = PeftModel.from_pretrained(model, str(adapter_path), is_trainable=adapter_trainable)
+        loaded = PeftModel.from_pretrained(model, str(adapter_path), is_trainable=adapter_trainable)
     logger.info(
         "loaded %s%s on %s (%s%s, %.1fM params)",
         name_or_path,
@@ -262,9 +267,9 @@ def load_model(
         device,
         dtype,
         f", language model in {quantization}" if quantization else "",
-        sum(p.numel() for p in model.parameters()) / 1e6,
+        sum(p.numel() for p in loaded.parameters()) / 1e6,
     )
-    return model.eval()
+    return loaded.eval()
 
 
 def load_model_and_processor(

@@ -113,7 +113,9 @@ def use_plain_cpu_layout(model: torch.nn.Module, *, training: bool) -> int:
     for module in model.modules():
         if not isinstance(module, bnb.nn.Linear4bit) or module.weight.device.type != "cpu":
             continue
-        blocksize = module.weight.quant_state.blocksize
+        weight = module.weight
+        assert isinstance(weight, bnb.nn.Params4bit)  # what Linear4bit holds
+        blocksize = weight.quant_state.blocksize
         if training or module.in_features % blocksize:
             module.support_avx512bf16_for_cpu = False
             kept += 1

@@ -172,6 +172,8 @@ class Recorder:
             episode = self._running()
             thinking_s = time.perf_counter() - self._shown_at
             policy_step = self._contexts.demonstrate(ENV_INDEX, self._obs, action)
+            # The format writes every action it renders back as an action.
+            assert policy_step.action is not None, policy_step.error
             obs, reward, terminated, truncated, info = self.env.step(policy_step.action)
             truncated = truncated or (
                 not terminated and episode.length + 1 >= self.config.max_steps
@@ -546,7 +548,7 @@ class RecorderServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}/"
+        return f"http://{host!s}:{port}/"
 
     def start(self, recorder: Recorder) -> None:
         self.recorder = recorder
@@ -606,7 +608,7 @@ def record(
             f"cannot serve the recorder page on {host}:{port} ({exc.strerror}); "
             "choose another --port, or --port 0 for any free one"
         ) from exc
-    if not ipaddress.ip_address(server.server_address[0]).is_loopback:
+    if not ipaddress.ip_address(str(server.server_address[0])).is_loopback:
         logger.warning(
             "the recorder page listens on %s: anyone who reaches it can drive the session",
             host,

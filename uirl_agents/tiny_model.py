@@ -476,6 +476,109 @@ def build_tiny_qwen3vl(out_dir: str | Path, *, seed: int = 0) -> Path:
     return _save(Path(out_dir), _random_model(config, seed), tokenizer, image_processor)
 
 
+# A small Qwen3-VL for learning from pixels on MiniWoB++'s 160x210 screen
+# (scripts/generalisation_demo.py). Qwen3-VL because its vision tower adds learned
+# absolute position embeddings (interpolated to the image's patch grid) to its patches:
+# each visual token carries where it is, so "which token shows the target" becomes "which
+# digits to write" through attention and an MLP. Qwen2.5-VL's tower has rotary positions
+# only, which a model trained from scratch has to turn into absolute ones itself.
+SMALL_TEXT_SIZES = {
+    "hidden_size": 128,
+    "intermediate_size": 384,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 32,
+}
+SMALL_VISION_SIZES = {
+    "depth": 3,
+    "hidden_size": 96,
+    "intermediate_size": 192,
+    "num_heads": 3,
+}
+# MiniWoB++'s 160x210 screen at full resolution: 224x160 (7x5 visual tokens of 32 px).
+SMALL_MAX_PIXELS = 32 * 32 * 35
+
+
+def _miniwob_corpus() -> list[str]:
+    """The generic formats' prompts and replies on MiniWoB++-like instructions, so that
+    the small model's prompts tokenize into words (a short prompt is a fast step)."""
+    instructions = [
+        "Click button ONE.",
+        'Click on the "Submit" button.',
+        "Focus into the 2nd input textbox.",
+        'Close the dialog box by clicking the "x".',
+        'Enter "Karrie" into the text field and press Submit.',
+        "Click on Tab #1.",
+    ]
+    texts = []
+    for name in ("text", "coordinates", "json"):
+        fmt = get_format(name)
+        geometry = fmt.geometry(160, 210)
+        for instruction in instructions:
+            texts.append(fmt.task_prompt(instruction, geometry))
+        texts.append(fmt.render(Action(ActionType.LEFT_CLICK, x=80, y=105), geometry))
+    return (texts + instructions) * 8
+
+
+def build_small_qwen3vl(
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    text_sizes: dict | None = None,
+    vision_sizes: dict | None = None,
+    max_pixels: int = SMALL_MAX_PIXELS,
+) -> Path:
+    """A small random Qwen3-VL (~1.6M parameters) that can learn to point from pixels.
+
+    The tiny builders make models that load and run; this one is sized to learn (on
+    one CPU thread, minutes): a 4-layer text model of width 128, a 3-layer vision tower
+    of width 96 with 16 px patches and learned position embeddings, and an image
+    processor that keeps a 160x210 screenshot at full resolution (224x160, 35 visual
+    tokens). Its tokenizer also knows the generic formats' prompts (``text``,
+    ``coordinates``), so a MiniWoB++ prompt is ~120 tokens.
+
+    Args:
+        out_dir: the folder to write (created; existing files are overwritten).
+        seed: seeds the weights; the tokenizer is deterministic.
+        text_sizes, vision_sizes: override :data:`SMALL_TEXT_SIZES`,
+            :data:`SMALL_VISION_SIZES` (keys of the text / vision config).
+        max_pixels: the image processor's (and so the format's) largest image.
+    """
+    tokenizer = build_tokenizer(
+        corpus=_corpus() + _tool_call_corpus() * 4 + _miniwob_corpus(),
+        plain_added_tokens=QWEN3_PLAIN_ADDED_TOKENS,
+        chat_template=_trl_chat_template("qwen3_vl"),
+    )
+    text = _qwen_text_config(tokenizer) | SMALL_TEXT_SIZES | (text_sizes or {})
+    # Interleaved M-RoPE: head_dim / 2 frequencies over (time, height, width).
+    half = text["head_dim"] // 2
+    spatial = half * 3 // 8
+    text["rope_parameters"] = {
+        "rope_type": "default",
+        "rope_theta": 5e6,
+        "mrope_section": [half - 2 * spatial, spatial, spatial],
+        "mrope_interleaved": True,
+    }
+    vision = SMALL_VISION_SIZES | (vision_sizes or {})
+    config = Qwen3VLConfig(
+        text_config=text,
+        vision_config={
+            **vision,
+            "out_hidden_size": text["hidden_size"],
+            "patch_size": 16,
+            "spatial_merge_size": 2,
+            "num_position_embeddings": 256,  # a 16x16 grid, interpolated to the image's
+            "deepstack_visual_indexes": [vision["depth"] - 2],
+        },
+        **_qwen_vision_token_ids(tokenizer),
+    )
+    image_processor = Qwen2VLImageProcessorPil(
+        patch_size=16, merge_size=2, min_pixels=32 * 32 * 4, max_pixels=max_pixels
+    )
+    return _save(Path(out_dir), _random_model(config, seed), tokenizer, image_processor)
+
+
 # ---- LLaVA 1.5 and LLaVA-NeXT -------------------------------------------------------------
 
 

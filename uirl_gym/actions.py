@@ -320,7 +320,7 @@ class Action:
     y: int | None = None
     text: str | None = None
     keys: str | None = None
-    direction: ScrollDirection | None = None
+    direction: ScrollDirection | str | None = None
     amount: int | None = None
     end_x: int | None = None
     end_y: int | None = None
@@ -429,6 +429,22 @@ class Action:
     @property
     def scroll_amount(self) -> int:
         return DEFAULT_SCROLL_AMOUNT if self.amount is None else int(self.amount)
+
+    @property
+    def pointer_after(self) -> tuple[int, int] | None:
+        """Where the pointer is once the action is done: a drag's release point, else its
+        point; None for an action without one (keys, typing, a scroll at the pointer)."""
+        if self.end_x is not None and self.end_y is not None:
+            return self.end_x, self.end_y
+        if self.x is not None and self.y is not None:
+            return self.x, self.y
+        return None
+
+    @property
+    def scroll_direction(self) -> ScrollDirection:
+        """Where a scroll goes (down when not given); ``direction`` given as text is a
+        :class:`ScrollDirection` once the action is made."""
+        return ScrollDirection(self.direction or ScrollDirection.DOWN)
 
     def to_query(self) -> dict[str, str]:
         """The ``GET /act`` query parameters for this action (``None`` fields left out)."""

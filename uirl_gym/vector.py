@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from copy import deepcopy
-from typing import Any
+from typing import Any, Protocol, cast
 
 import gymnasium as gym
 import numpy as np
@@ -32,6 +32,27 @@ from uirl_gym.runtimes.base import Runtime
 __all__ = ["ClosedEnvironmentError", "ResetNeededError", "SessionVectorEnv"]
 
 logger = logging.getLogger(__name__)
+
+
+class SubEnv(Protocol):
+    """What the vector env needs of a sub-env: UIEnv's calls and spaces, and its wall
+    times (``timings``); :class:`~uirl_gym.env.UIEnv` and
+    :class:`~uirl_gym.openenv.env.OpenEnvEnv` are two."""
+
+    observation_space: gym.Space[Any]
+    action_space: gym.Space[Any]
+    timings: dict[str, float]
+    episode_task: str | None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]: ...
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]: ...
+
+    def render(self) -> np.ndarray | None: ...
+
+    def close(self) -> None: ...
 
 
 class SessionVectorEnv(VectorEnv):
@@ -67,16 +88,17 @@ class SessionVectorEnv(VectorEnv):
         max_episode_steps: int | None = None,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         render_mode: str | None = None,
-        make_env: Callable[[], gym.Env] | None = None,
+        make_env: Callable[[], SubEnv] | None = None,
         **env_kwargs: Any,
     ) -> None:
         if num_envs < 1:
             raise ValueError(f"num_envs: must be >= 1, got {num_envs}")
-        self._owns_runtime = runtime is None and make_env is None
-        if self._owns_runtime:
+        # A runtime of its own (closed with the vector env) when none is given.
+        self._own_runtime: Runtime | None = None
+        if runtime is None and make_env is None:
             from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 
-            runtime = LocalRuntime(
+            runtime = self._own_runtime = LocalRuntime(
                 LocalRuntimeConfig(task=env_kwargs.get("task", "simple_data_entry"))
             )
         self.runtime = runtime
@@ -87,16 +109,19 @@ class SessionVectorEnv(VectorEnv):
         self.render_mode = render_mode
         if make_env is None:
 
-            def make_env() -> gym.Env:
+            def make_env() -> SubEnv:
                 return UIEnv(render_mode=render_mode, runtime=runtime, **env_kwargs)
 
-        self.envs = [make_env() for _ in range(num_envs)]
+        self.envs: list[SubEnv] = [make_env() for _ in range(num_envs)]
         self.single_observation_space = self.envs[0].observation_space
         self.single_action_space = self.envs[0].action_space
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._pool = ThreadPoolExecutor(max_workers=num_envs, thread_name_prefix="uirl-env")
-        self._observations = create_empty_array(self.single_observation_space, num_envs)
+        # The observation space is a Dict, so its batches are dicts.
+        self._observations = cast(
+            dict[str, Any], create_empty_array(self.single_observation_space, num_envs)
+        )
         self._env_obs: list[Any] = [None] * num_envs
         self._rewards = np.zeros(num_envs, dtype=np.float64)
         self._terminations = np.zeros(num_envs, dtype=np.bool_)
@@ -238,16 +263,18 @@ class SessionVectorEnv(VectorEnv):
 
         return tuple(self._map(call_one, range(self.num_envs)))
 
-    def render(self) -> tuple[np.ndarray | None, ...]:
-        return tuple(env.render() for env in self.envs)
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """Each sub-env's screenshot (``render_mode="rgb_array"``), else None."""
+        frames = [env.render() for env in self.envs]
+        return tuple(f for f in frames if f is not None) if self.render_mode else None
 
     def close_extras(self, **kwargs: Any) -> None:
         if self.closed:
             return
         self._map(lambda i: self.envs[i].close(), range(self.num_envs))
         self._pool.shutdown(wait=True)
-        if self._owns_runtime:
-            self.runtime.close()
+        if self._own_runtime is not None:
+            self._own_runtime.close()
         self.closed = True
 
     # -- helpers ---------------------------------------------------------------------
@@ -260,8 +287,9 @@ class SessionVectorEnv(VectorEnv):
             )
 
     def _batch(self) -> dict[str, Any]:
-        self._observations = concatenate(
-            self.single_observation_space, self._env_obs, self._observations
+        self._observations = cast(
+            dict[str, Any],
+            concatenate(self.single_observation_space, self._env_obs, self._observations),
         )
         return deepcopy(self._observations)
 

@@ -175,8 +175,14 @@ class ScreenGeometry:
             min(max(sy, 0), self.screen_height - 1),
         )
 
-    def to_image(self, x: float, y: float) -> tuple[int, int]:
-        """A point in screen pixels -> model-image pixels, rounded and clamped to the image."""
+    def to_image(self, x: float | None, y: float | None) -> tuple[int, int]:
+        """A point in screen pixels -> model-image pixels, rounded and clamped to the image.
+
+        Raises:
+            ValueError: no point (``None``: an action that needs one and was not validated).
+        """
+        if x is None or y is None:
+            raise ValueError(f"a point is needed, got ({x}, {y})")
         ix = round(x * self.image_width / self.screen_width)
         iy = round(y * self.image_height / self.screen_height)
         return (
@@ -259,7 +265,9 @@ class ModelFormat(abc.ABC):
         if (geometry.image_height, geometry.image_width) == screenshot.shape[:2]:
             return screenshot
         image = Image.fromarray(np.ascontiguousarray(screenshot, dtype=np.uint8))
-        resized = image.resize((geometry.image_width, geometry.image_height), Image.BICUBIC)
+        resized = image.resize(
+            (geometry.image_width, geometry.image_height), Image.Resampling.BICUBIC
+        )
         return np.asarray(resized)
 
     # ---- prompts -----------------------------------------------------------------------

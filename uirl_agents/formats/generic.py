@@ -147,7 +147,7 @@ finish() # the task is done"""
     def _to_action(self, name: str, args: list[Any], geometry: ScreenGeometry) -> Action:
         if name in _POINT_NAMES:
             _arity(name, args, 2)
-            return Action(_POINT_NAMES[name], *self._point(geometry, *args, name))
+            return Action(_POINT_NAMES[name], *self._point(geometry, args[0], args[1], name))
         if name == "type":
             _arity(name, args, 1)
             if not isinstance(args[0], str):
@@ -202,7 +202,7 @@ finish() # the task is done"""
         if t is ActionType.KEYS:
             return f"key({json.dumps(action.keys or '')})"
         if t is ActionType.SCROLL:
-            direction = action.direction.value if action.direction else "down"
+            direction = action.scroll_direction.value
             where = ""
             if action.x is not None:
                 where = f", {self._image_point(geometry, action.x, action.y)}"
@@ -362,7 +362,7 @@ finish   (the task is done)"""
             sx = action.x if action.x is not None else geometry.screen_width // 2
             sy = action.y if action.y is not None else geometry.screen_height // 2
             x, y = geometry.to_image(sx, sy)
-            direction = action.direction.value if action.direction else "down"
+            direction = action.scroll_direction.value
             return f"{x} {y} scroll {direction} {action.scroll_amount}"
         if t is ActionType.DRAG:
             x, y = geometry.to_image(action.x, action.y)

@@ -320,7 +320,7 @@ class Qwen25VLFormat(ModelFormat):
         if t is ActionType.TYPE:
             return {"action": "type", "text": action.text or ""}
         if t is ActionType.SCROLL:
-            direction = action.direction.value if action.direction else "down"
+            direction = action.scroll_direction.value
             pixels = action.scroll_amount * PIXELS_PER_NOTCH
             args: dict[str, Any] = {"action": "scroll"}
             if action.x is not None:

@@ -283,7 +283,7 @@ class UITarsFormat(ModelFormat):
         if t is ActionType.TYPE:
             return f"type(content='{_escape(action.text or '')}')"
         if t is ActionType.SCROLL:
-            direction = action.direction.value if action.direction else "down"
+            direction = action.scroll_direction.value
             if action.x is None:
                 return f"scroll(direction='{direction}')"
             x, y = geometry.to_image(action.x, action.y)

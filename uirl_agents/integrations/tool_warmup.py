@@ -20,7 +20,7 @@ import torch
 logger = logging.getLogger(__name__)
 
 
-def _tools_of(environment: object) -> list[Any]:
+def tools_of(environment: object) -> list[Any]:
     """The tool methods TRL finds on ``environment`` (public, not reset/get_reward)."""
     return [
         getattr(environment, name)
@@ -66,7 +66,7 @@ def teach_tool_calls(
     Returns:
         The loss of each step.
     """
-    tools = _tools_of(environment)
+    tools = tools_of(environment)
     generator = torch.Generator().manual_seed(seed)
 
     def draw(items: Sequence[Any]) -> Any:

@@ -10,25 +10,50 @@ forward pass, and scores each rollout with ``get_reward()``.
     from trl import GRPOConfig, GRPOTrainer
     from uirl_agents.integrations.trl import log_episode_metrics, make_environment, seed_dataset
 
+    env_class = make_environment(
+        "uirl/SimpleDataEntry-v0",
+        max_steps=8,
+        screenshot_size=(448, 280),        # Qwen2.5-VL: 162 tokens a screenshot
+        processor=processor,               # counts tokens as TRL does
+        max_completion_length=4096,        # the trainer's: the class refuses steps that do not fit
+    )
     trainer = GRPOTrainer(
         model=model,                       # Qwen3-VL as it ships, or Qwen2.5-VL / UI-TARS-1.5
         processing_class=processor,        # through use_tool_chat_template()
-        args=GRPOConfig(output_dir="runs/trl", max_completion_length=2048),
+        args=GRPOConfig(
+            output_dir="runs/trl",
+            max_completion_length=4096,
+            generation_kwargs=env_class.generation_kwargs(),  # turn cap, vision tokens blocked
+        ),
         train_dataset=seed_dataset(64),    # one row per task instance: seed, split, options
-        reward_funcs=[log_episode_metrics],  # success rate and steps; the reward is the env's
-        environment_factory=make_environment("uirl/SimpleDataEntry-v0", max_steps=8),
+        reward_funcs=[log_episode_metrics],  # success rate, steps, trained screenshots
+        environment_factory=env_class,
     )
     trainer.train()
 
 The tools (one per env action): ``click``, ``double_click``, ``right_click``, ``type``,
 ``keys``, ``scroll``, ``drag``, ``finish``. Coordinates are pixels of the screenshot
-the model sees (``screenshot_size``, (640, 400) by default: every screenshot stays in
-TRL's context, so they are downscaled) and are mapped to the 1280x800 screen once,
-here. Every tool call returns the screenshot and a short report (always an image: TRL
-1.16 fails on a batch whose first tool round returns none); a bad argument, a wrong
-argument name included, is an error message to the model (with the unchanged screen),
-never an exception, and costs a step like an invalid action; after the episode ends (``finish``, the task's own end, a failed session, or ``max_steps`` tool
-calls), a tool only says so.
+the model sees (``screenshot_size``, (644, 392) by default: every screenshot stays in
+TRL's context, so they are downscaled, to a size Qwen2.5-VL's processor keeps; with a
+``processor`` the class takes the size the processor passes on) and are mapped to the
+1280x800 screen once, here. Every tool call that acts returns the screenshot and a
+short report (TRL 1.16 fails on a batch whose first tool round returns no image); a bad
+argument, a wrong argument name included, is an error message to the model (with the
+unchanged screen), never an exception, costs a step and pays the task's invalid-action
+charge, as through gym and OpenEnv. The episode ends at ``finish``, the task's own end,
+a failed session, ``max_steps`` tool calls, or the token budget; a tool called after
+that only says so (text, no action, no screenshot).
+
+**The token budget.** TRL keeps a rollout's turns and tool results in
+``max_completion_length`` tokens, and drops a tool result that would overflow it (its
+screenshot never trained, after the env acted). With ``processor`` and
+``max_completion_length`` the class counts every result's tokens as TRL does (a
+screenshot at 644x392 is 324 tokens for Qwen2.5-VL), allows each model turn
+``turn_tokens`` (``generation_kwargs()`` caps generation there), refuses a
+``max_steps`` that does not fit (naming the largest that does), and ends an episode
+itself (truncated, the report says why) before a result could overflow. Session
+failures are not the policy's: ``get_reward`` returns None for them, so TRL leaves
+them out of their group's baseline and gives them no advantage.
 
 Sessions: each instance holds one warm uirl session (``UIEnv``), reused across episodes
 with in-session resets: the local runtime by default, any :class:`Runtime` (e.g.
@@ -56,13 +81,14 @@ from typing import Any, ClassVar, Literal, Protocol
 import numpy as np
 from PIL import Image
 
-from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, ActionType
+from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, SCREEN_HEIGHT, SCREEN_WIDTH, ActionType
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.runtimes.settings import RuntimeSettings, build_runtime, check_runtime
 from uirl_gym.tasks import TASKS, task_spec
 
 __all__ = [
     "EnvironmentConfig",
+    "TokenBudget",
     "UirlEnvironment",
     "close_environments",
     "log_episode_metrics",
@@ -72,6 +98,122 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+
+# A tool result's report is cut to this many tokens, its end-of-episode notice
+# included: the budget keeps room for one such result after every step.
+REPORT_TOKENS = 64
+# A model turn's tokens at most, by default (a tool call is ~30 tokens; a short thought
+# before it fits too).
+TURN_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class TokenBudget:
+    """A rollout's completion in tokens, as TRL fills it: model turns and tool results.
+
+    TRL keeps every turn the model writes and every tool result (its screenshot
+    expanded to the image's tokens) in ``max_completion_length`` tokens, and drops a
+    result that would overflow them. Make it with :meth:`from_processor`.
+
+    Attributes:
+        max_completion_length: TRL's ``GRPOConfig.max_completion_length``.
+        turn_tokens: a model turn's tokens at most (generation stops there:
+            :meth:`UirlEnvironment.generation_kwargs`).
+        screenshot_tokens: one screenshot's tokens, vision markers included.
+        step_tokens: a step as the budget plans it: a turn and a result whose report is
+            the longest a valid action gets.
+        last_step_tokens: a turn and the largest result (a report of ``REPORT_TOKENS``).
+        result_tokens: a result's tokens, as TRL counts them (``content``: its parts).
+        report_tokens: a report's tokens on its own (at least its count in a result).
+    """
+
+    max_completion_length: int
+    turn_tokens: int
+    screenshot_tokens: int
+    step_tokens: int
+    last_step_tokens: int
+    result_tokens: Callable[[list[dict[str, Any]]], int]
+    report_tokens: Callable[[str], int]
+
+    @classmethod
+    def from_processor(
+        cls,
+        processor: Any,
+        screenshot_size: tuple[int, int],
+        max_completion_length: int,
+        turn_tokens: int = TURN_TOKENS,
+    ) -> TokenBudget:
+        """Count with TRL's own rule: the tokens a tool result adds to the completion
+        are the suffix TRL appends (``GRPOTrainer._get_tool_suffix_ids``, with the
+        chat template TRL trains with)."""
+        from types import SimpleNamespace
+
+        from trl import GRPOTrainer
+        from trl.chat_template_utils import (
+            get_training_chat_template,
+            is_chat_template_prefix_preserving,
+        )
+
+        tokenizer = getattr(processor, "tokenizer", processor)
+        template = (
+            None
+            if is_chat_template_prefix_preserving(processor)
+            else get_training_chat_template(processor)
+        )
+        trainer = SimpleNamespace(
+            processing_class=processor,
+            chat_template=template,
+            chat_template_kwargs={},
+            _is_vlm=True,
+            _tokenizer=tokenizer,
+        )
+
+        def result_ids(content: list[dict[str, Any]]) -> list[int]:
+            message = {"role": "tool", "name": "click", "content": content}
+            return GRPOTrainer._get_tool_suffix_ids(trainer, [message])
+
+        def result_tokens(content: list[dict[str, Any]]) -> int:
+            return len(result_ids(content))
+
+        def report_tokens(report: str) -> int:
+            return len(tokenizer(report, add_special_tokens=False)["input_ids"])
+
+        from uirl_agents.policies.hf import vision_token_ids
+
+        image = Image.new("RGB", screenshot_size)
+        bare_ids = result_ids([{"type": "image", "image": image}, {"type": "text", "text": ""}])
+        bare = len(bare_ids)
+        vision = vision_token_ids(None, tokenizer)
+        width, height = screenshot_size
+        longest_valid = f"Dragged from ({width - 1}, {height - 1}) to ({width - 1}, {height - 1})."
+        return cls(
+            max_completion_length=max_completion_length,
+            turn_tokens=turn_tokens,
+            screenshot_tokens=sum(i in vision for i in bare_ids),
+            step_tokens=turn_tokens + bare + report_tokens(longest_valid),
+            last_step_tokens=turn_tokens + bare + REPORT_TOKENS,
+            result_tokens=result_tokens,
+            report_tokens=report_tokens,
+        )
+
+    def tokens_for(self, steps: int) -> int:
+        """The completion tokens ``steps`` steps may take: ``steps - 1`` planned steps,
+        and room for the largest result after the last."""
+        return (steps - 1) * self.step_tokens + self.last_step_tokens
+
+    def max_steps(self) -> int:
+        """The most steps that fit ``max_completion_length`` (0: not even one)."""
+        room = self.max_completion_length - self.last_step_tokens
+        return 0 if room < 0 else room // self.step_tokens + 1
+
+    def fit(self, report: str, ending: str = "") -> str:
+        """``report + ending`` cut to ``REPORT_TOKENS`` tokens (``report`` is cut)."""
+        text = report + ending
+        while self.report_tokens(text) > REPORT_TOKENS and report:
+            report = report[: max(len(report) - 8, 0)]
+            text = report.rstrip() + "..." + ending
+        return text
 
 
 @dataclass(frozen=True)
@@ -96,11 +238,15 @@ class EnvironmentConfig:
             local session.
         base_url: a running session server instead of a runtime.
         openenv_url: an OpenEnv server (``python -m uirl_gym.openenv``) instead.
-        step_timeout_s: how long one action may take.
+        step_timeout_s: how long one action may take (the env's default, 10 s).
+        budget: the completion's token budget (:class:`TokenBudget`; None: not kept,
+            and TRL may drop a result that overflows ``max_completion_length``).
     """
 
     task: str = "uirl/SimpleDataEntry-v0"
-    screenshot_size: tuple[int, int] = (640, 400)
+    # 23 x 14 patches of 28 px: Qwen2.5-VL's processor passes it on unchanged (640x400
+    # became 644x392, and the tools would have named a frame the model did not see).
+    screenshot_size: tuple[int, int] = (644, 392)
     max_steps: int = 10
     reward_mode: Literal["sparse", "dense"] = "sparse"
     split: str = "train"
@@ -108,7 +254,8 @@ class EnvironmentConfig:
     runtime: Runtime | RuntimeSettings | None = None
     base_url: str | None = None
     openenv_url: str | None = None
-    step_timeout_s: float = 30.0
+    step_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S
+    budget: TokenBudget | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task", task_name(self.task))
@@ -131,6 +278,23 @@ class EnvironmentConfig:
                 object.__setattr__(self, "openenv_url", self.runtime.openenv_url)
         if self.openenv_url and self.reward_mode == "dense":
             raise ValueError("reward_mode 'dense' needs the oracle, which OpenEnv does not expose")
+        b = self.budget
+        if b is not None and b.tokens_for(self.max_steps) > b.max_completion_length:
+            fits = b.max_steps()
+            raise ValueError(
+                f"max_steps {self.max_steps} does not fit max_completion_length "
+                f"{b.max_completion_length}: a step takes up to {b.turn_tokens} tokens of "
+                f"the model's turn and {b.step_tokens - b.turn_tokens} of a tool result "
+                f"({b.screenshot_tokens} for the {width}x{height} screenshot), so "
+                f"{self.max_steps} steps need {b.tokens_for(self.max_steps)} tokens; "
+                + (
+                    f"at most {fits} fit. Set max_steps <= {fits}, "
+                    if fits
+                    else "not even one fits. "
+                )
+                + f"max_completion_length >= {b.tokens_for(self.max_steps)}, a smaller "
+                "screenshot_size or fewer turn_tokens"
+            )
 
 
 def task_name(task: str) -> str:
@@ -300,12 +464,19 @@ class UirlEnvironment:
         is_success: whether the last episode reached the task's success.
         steps: tool calls made in the last episode.
         images_returned: screenshots returned to the model in the last episode: the
-            reset's and one per tool call (each one is an image row in TRL's training
-            batch).
+            reset's and one per step (each one is an image row in TRL's training
+            batch; a call after the end returns text only).
         ended: why the last episode ended (None while it runs).
+        session_error: the session failure that ended the last episode, if any (then
+            :meth:`get_reward` is None: the episode is no evidence about the policy).
+        tokens_used: the completion tokens the last episode may have taken so far
+            (with a budget: each step's turn at ``turn_tokens``, each result as TRL
+            counts it).
     """
 
     config: ClassVar[EnvironmentConfig] = EnvironmentConfig()
+    # The processor's vision special tokens (make_environment with a processor).
+    _vision_ids: ClassVar[frozenset[int] | None] = None
 
     def __init__(self) -> None:
         # The session opens now (in the background where it can): TRL resets instances
@@ -320,6 +491,8 @@ class UirlEnvironment:
         self.steps = 0
         self.images_returned = 0
         self.ended: str | None = "not started"
+        self.session_error: str | None = None
+        self.tokens_used = 0
         self.last_info: dict[str, Any] = {}
         with _LIVE_LOCK:
             _LIVE.add(self)
@@ -358,6 +531,8 @@ class UirlEnvironment:
         self.steps = 0
         self.images_returned = 1
         self.ended = None
+        self.session_error = None
+        self.tokens_used = 0
         self.last_info = info
         width, height = self.config.screenshot_size
         text = (
@@ -367,9 +542,39 @@ class UirlEnvironment:
         )
         return [{"type": "image", "image": self._image(screenshot)}, {"type": "text", "text": text}]
 
-    def get_reward(self) -> float:
-        """The episode's reward: the sum of the task's rewards over its steps."""
-        return self._reward
+    def get_reward(self) -> float | None:
+        """The episode's reward: the sum of the task's rewards over its steps; None when
+        its session failed (TRL then leaves the rollout out of its group's baseline and
+        gives it no advantage: the env, not the policy, ended it)."""
+        return None if self.session_error is not None else self._reward
+
+    @classmethod
+    def generation_kwargs(cls, *, use_vllm: bool = False) -> dict[str, Any]:
+        """``GRPOConfig.generation_kwargs`` for this class: each model turn capped at the
+        budget's ``turn_tokens`` (the budget counts on it), and the vision special
+        tokens blocked (a generated ``<|image_pad|>`` makes TRL drop the batch's
+        ``pixel_values`` or stop with a mismatch). HF ``generate``: ``max_new_tokens``
+        and ``suppress_tokens``; vLLM: ``max_tokens`` and ``logit_bias`` -100.
+
+        Raises:
+            ValueError: the class has no budget (make it with ``processor`` and
+                ``max_completion_length``).
+        """
+        from uirl_agents.policies.hf import BLOCKED_LOGIT_BIAS
+
+        budget = cls.config.budget
+        if budget is None or cls._vision_ids is None:
+            raise ValueError(
+                "generation_kwargs needs the class's token budget: make_environment(..., "
+                "processor=processor, max_completion_length=...)"
+            )
+        blocked = sorted(cls._vision_ids)
+        if use_vllm:
+            return {
+                "max_tokens": budget.turn_tokens,
+                "logit_bias": {i: BLOCKED_LOGIT_BIAS for i in blocked},
+            }
+        return {"max_new_tokens": budget.turn_tokens, "suppress_tokens": blocked}
 
     # -- the tools ----------------------------------------------------------------------------
 
@@ -530,53 +735,83 @@ class UirlEnvironment:
         if info.get("invalid_action"):
             report = f"Error: {info['invalid_action']}"
         if terminated or truncated:
-            self.ended = (
-                "finish"
-                if action["type"] == "finish"
-                else (
-                    "the task ended"
-                    if terminated
-                    else f"the session failed: {info.get('error', '?')}"
-                )
-            )
-        elif self.steps >= self.config.max_steps:
-            self.ended = f"the limit of {self.config.max_steps} actions"
-        if self.ended is not None and action["type"] != "finish":
-            report = report if report.endswith(".") else report + "."
-            report += f" The episode has ended ({self.ended}): do not call more tools."
+            if action["type"] == "finish":
+                self.ended = "finish"
+            elif terminated:
+                self.ended = "the task ended"
+            else:
+                self.session_error = str(info.get("error", "?"))
+                self.ended = f"the session failed: {self.session_error}"
         self._screenshot = screenshot
-        return self._observation(report)
+        return self._result(report)
 
     def _error(self, message: str) -> list[dict[str, Any]]:
-        """A bad argument: the model reads why; it costs a step like an invalid action."""
+        """A bad argument: the model reads why; it costs a step and the task's
+        invalid-action charge, as the same mistake does through gym and OpenEnv (the env
+        is handed an action it refuses, so the charge is the env's own)."""
         if self.ended is not None:
             return self._ended_report()
         self.steps += 1
-        if self.steps >= self.config.max_steps:
-            self.ended = f"the limit of {self.config.max_steps} actions"
-            message = message if message.endswith(".") else message + "."
-            message += f" The episode has ended ({self.ended}): do not call more tools."
-        return self._observation(f"Error: {message}")
+        _, reward, _, _, info = self._backend().step(REFUSED_ACTION)
+        self._reward += reward
+        self.last_info = info
+        return self._result(f"Error: {message}")
 
-    def _observation(self, report: str) -> list[dict[str, Any]]:
-        """The screen as it is now (unchanged after an error) and the report: every tool
-        result shows the model a screenshot."""
+    def _result(self, report: str) -> list[dict[str, Any]]:
+        """A step's tool result: the screen as it is now (unchanged after an error) and
+        the report, which says so when the episode has ended: at ``max_steps``, or, with
+        a budget, when one more turn and result might not fit the completion (TRL
+        would drop that result after the env had acted)."""
+        if self.ended is None and self.steps >= self.config.max_steps:
+            self.ended = f"the limit of {self.config.max_steps} actions"
+        budget = self.config.budget
+        if self.ended is None and budget is not None:
+            left = budget.max_completion_length - self.tokens_used
+            if budget.turn_tokens + self._tokens_of(report) + budget.last_step_tokens > left:
+                self.ended = f"the budget of {budget.max_completion_length} completion tokens"
+        ending = ""
+        if self.ended is not None and self.ended != "finish":
+            report = report if report.endswith(".") else report + "."
+            ending = f" The episode has ended ({self.ended}): do not call more tools."
+        content = self._content(report, ending)
+        if budget is not None:
+            self.tokens_used += budget.turn_tokens + budget.result_tokens(content)
         self.images_returned += 1
+        return content
+
+    def _content(self, report: str, ending: str = "") -> list[dict[str, Any]]:
+        budget = self.config.budget
+        text = report + ending if budget is None else budget.fit(report, ending)
         return [
             {"type": "image", "image": self._image(self._screenshot)},
-            {"type": "text", "text": report},
+            {"type": "text", "text": text},
         ]
 
+    def _tokens_of(self, report: str) -> int:
+        assert self.config.budget is not None
+        return self.config.budget.result_tokens(self._content(report))
+
     def _ended_report(self) -> list[dict[str, Any]]:
-        return self._observation(
-            f"The episode has ended ({self.ended}); no action runs now. Stop calling tools."
-        )
+        """A call after the end: text only (no action ran, and a screenshot would cost
+        the completion's tokens for nothing)."""
+        return [
+            {
+                "type": "text",
+                "text": f"The episode has ended ({self.ended}); no action runs now. "
+                "Stop calling tools.",
+            }
+        ]
 
     def _image(self, screenshot: np.ndarray) -> Image.Image:
         image = Image.fromarray(screenshot)
         if image.size != self.config.screenshot_size:
             image = image.resize(self.config.screenshot_size, Image.Resampling.BILINEAR)
         return image
+
+
+# An action every env refuses (a click without a point): a tool argument the model got
+# wrong is charged the env's invalid-action penalty through it.
+REFUSED_ACTION: dict[str, Any] = {"type": ActionType.LEFT_CLICK.value}
 
 
 def _verb(kind: ActionType) -> str:
@@ -619,7 +854,12 @@ def _tool_with_frame(method: Callable[..., Any], width: int, height: int) -> Cal
 
 
 def make_environment(
-    task: str | Sequence[str] = "uirl/SimpleDataEntry-v0", **options: Any
+    task: str | Sequence[str] = "uirl/SimpleDataEntry-v0",
+    *,
+    processor: Any = None,
+    max_completion_length: int | None = None,
+    turn_tokens: int = TURN_TOKENS,
+    **options: Any,
 ) -> type[UirlEnvironment] | dict[str, type[UirlEnvironment]]:
     """The class TRL's ``environment_factory`` expects, for one task or several.
 
@@ -627,35 +867,92 @@ def make_environment(
         task: a task (``uirl/FormFill-v0`` or ``form_fill``): returns one class; a list
             of tasks: returns ``{env id: class}``, for a dataset whose ``environment``
             column picks each row's task.
+        processor: the model's processor. The screenshots are sized as it passes them
+            to the model (the tools state that frame), and with ``max_completion_length``
+            the class keeps the token budget (:class:`TokenBudget`).
+        max_completion_length: the trainer's ``GRPOConfig.max_completion_length``.
+        turn_tokens: a model turn's tokens at most (set
+            ``GRPOConfig.generation_kwargs`` to the class's ``generation_kwargs()``).
         options: :class:`EnvironmentConfig` fields (``screenshot_size``, ``max_steps``,
             ``reward_mode``, ``split``, ``task_options``, ``runtime``, ``base_url``,
             ``openenv_url``, ``step_timeout_s``); ``runtime`` may also be the mapping of
             a ``RuntimeSettings`` (a YAML config's).
 
     Raises:
-        ValueError: an unknown task or option, or a bad value.
+        ValueError: an unknown task or option, a bad value, ``max_completion_length``
+            without ``processor``, or ``max_steps`` steps that do not fit the budget (the
+            message names the largest ``max_steps`` that does).
     """
     if isinstance(options.get("runtime"), Mapping):  # from a YAML config (train_trl.py)
         # One settings object for every task's class: they share its runtime.
         options["runtime"] = RuntimeSettings(**options["runtime"])
     if not isinstance(task, str):
         return {
-            TASKS[task_name(t)].env_id: make_environment(t, **options)  # type: ignore[misc]
+            TASKS[task_name(t)].env_id: make_environment(  # type: ignore[misc]
+                t,
+                processor=processor,
+                max_completion_length=max_completion_length,
+                turn_tokens=turn_tokens,
+                **options,
+            )
             for t in task
         }
-    known = set(EnvironmentConfig.__dataclass_fields__) - {"task"}
+    known = set(EnvironmentConfig.__dataclass_fields__) - {"task", "budget"}
     unknown = sorted(set(options) - known)
     if unknown:
         raise ValueError(f"unknown option(s) {unknown}; known: {sorted(known)}")
+    vision_ids = None
+    if processor is not None:
+        from uirl_agents.policies.hf import vision_token_ids
+
+        size = options.get("screenshot_size", EnvironmentConfig.screenshot_size)
+        options["screenshot_size"] = processor_frame(processor, tuple(size))
+        vision_ids = vision_token_ids(None, getattr(processor, "tokenizer", processor))
+    if max_completion_length is not None:
+        if processor is None:
+            raise ValueError(
+                "max_completion_length: the budget counts tokens with the model's processor; "
+                "give processor= too"
+            )
+        if turn_tokens < 1:
+            raise ValueError(f"turn_tokens: expected >= 1, got {turn_tokens}")
+        options["budget"] = TokenBudget.from_processor(
+            processor, options["screenshot_size"], max_completion_length, turn_tokens
+        )
+    else:
+        logger.info(
+            "make_environment without max_completion_length: no token budget is kept, and "
+            "TRL drops any tool result that overflows its completion budget"
+        )
     config = EnvironmentConfig(task=task, **options)
     width, height = config.screenshot_size
     namespace: dict[str, Any] = {
         name: _tool_with_frame(getattr(UirlEnvironment, name), width, height) for name in _TOOLS
     }
     namespace["config"] = config
+    namespace["_vision_ids"] = vision_ids
     namespace["__doc__"] = f"{TASKS[config.task].env_id} for TRL: {UirlEnvironment.__doc__}"
     class_name = "Uirl" + "".join(part.title() for part in config.task.split("_"))
     return type(class_name, (UirlEnvironment,), namespace)
+
+
+def processor_frame(processor: Any, size: tuple[int, int]) -> tuple[int, int]:
+    """The (width, height) a screenshot of ``size`` reaches the model at: Qwen-style
+    processors resize to whole patches (Qwen2.5-VL: multiples of 28, so 640x400 becomes
+    644x392; Qwen3-VL: of 32) within their pixel limits. Other processors: ``size``."""
+    image_processor = getattr(processor, "image_processor", None)
+    if image_processor is None:
+        return size
+    out = image_processor(images=[Image.new("RGB", size)], return_tensors="np")
+    grid, patch = out.get("image_grid_thw"), getattr(image_processor, "patch_size", None)
+    if grid is None or patch is None:
+        return size
+    frame = (int(grid[0][2]) * patch, int(grid[0][1]) * patch)
+    if frame != tuple(size):
+        logger.info(
+            "screenshot_size %s -> %s: the size the processor passes to the model", size, frame
+        )
+    return frame
 
 
 def close_environments() -> int:
@@ -675,20 +972,62 @@ def close_environments() -> int:
 def log_episode_metrics(
     environments: Sequence[UirlEnvironment] | None = None,
     log_metric: Callable[[str, float], None] | None = None,
+    completions: Sequence[Any] | None = None,
     **_: Any,
 ) -> list[float | None]:
     """A TRL reward function that scores nothing and logs the episodes' figures.
 
-    Pass it in ``reward_funcs``: it logs ``uirl/success_rate``, ``uirl/steps`` and
-    ``uirl/images`` (screenshots per episode) through TRL's ``log_metric``, and returns
-    None for every rollout, so the reward stays the environment's own.
+    Pass it in ``reward_funcs``: it returns None for every rollout, so the reward stays
+    the environment's own, and logs through TRL's ``log_metric``, as means per episode:
+    ``uirl/success_rate``, ``uirl/steps``, ``uirl/images`` (screenshots in the training
+    batch: the reset's and the tool results TRL kept), ``uirl/images_dropped`` (the
+    env's screenshots TRL left out because they overflowed ``max_completion_length``:
+    0 with a token budget; a warning says otherwise), ``uirl/budget_ends`` (episodes
+    the budget ended) and ``uirl/session_failures`` (episodes a failed session ended:
+    left out of the update).
     """
     envs = [e for e in environments or () if isinstance(e, UirlEnvironment)]
     if envs and log_metric is not None:
         log_metric("uirl/success_rate", float(np.mean([e.is_success for e in envs])))
         log_metric("uirl/steps", float(np.mean([e.steps for e in envs])))
-        log_metric("uirl/images", float(np.mean([e.images_returned for e in envs])))
+        log_metric(
+            "uirl/session_failures", float(np.mean([e.session_error is not None for e in envs]))
+        )
+        log_metric("uirl/budget_ends", float(np.mean([_budget_ended(e) for e in envs])))
+        if completions is not None:
+            trained = [1 + _tool_images(c) for c in completions]
+            dropped = sum(
+                max(e.images_returned - n, 0) for e, n in zip(envs, trained, strict=False)
+            )
+            log_metric("uirl/images", float(np.mean(trained)))
+            log_metric("uirl/images_dropped", dropped / len(envs))
+            if dropped:
+                logger.warning(
+                    "TRL dropped %d screenshot(s) of %d rollouts (tool results past "
+                    "max_completion_length): give make_environment processor= and "
+                    "max_completion_length= so that episodes end before",
+                    dropped,
+                    len(envs),
+                )
+        else:
+            log_metric("uirl/images", float(np.mean([e.images_returned for e in envs])))
     return [None] * len(environments or ())
+
+
+def _tool_images(completion: Any) -> int:
+    """Screenshots in a rollout's completion (the tool results TRL kept)."""
+    if not isinstance(completion, list):
+        return 0
+    return sum(
+        isinstance(part, dict) and part.get("type") == "image"
+        for message in completion
+        if isinstance(message, dict) and message.get("role") == "tool"
+        for part in (message.get("content") if isinstance(message.get("content"), list) else [])
+    )
+
+
+def _budget_ended(env: UirlEnvironment) -> bool:
+    return env.ended is not None and env.ended.startswith("the budget")
 
 
 def seed_dataset(

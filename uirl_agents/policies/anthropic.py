@@ -274,8 +274,8 @@ class AnthropicPolicy(ComputerUsePolicy):
         c = self.config
         messages: list[dict[str, Any]] = conv.state.setdefault("messages", [])
         if not messages:
-            content = [{"type": "text", "text": conv.instruction}, _image_block(screenshot)]
-            messages.append({"role": "user", "content": content})
+            first = [{"type": "text", "text": conv.instruction}, _image_block(screenshot)]
+            messages.append({"role": "user", "content": first})
         else:
             assert conv.turn is not None
             results = []
@@ -327,12 +327,7 @@ class AnthropicPolicy(ComputerUsePolicy):
                 call = self._map_call(block, pointer)
                 calls.append(call)
                 for action in call.actions:
-                    if action.x is not None and action.y is not None:
-                        pointer = (
-                            (action.end_x, action.end_y)
-                            if action.end_x is not None
-                            else (action.x, action.y)
-                        )
+                    pointer = action.pointer_after or pointer
         usage = normalize_usage(response.get("usage") or {})
         if usage is not None:
             # Anthropic's estimate: an image costs about width * height / 750 tokens.

@@ -508,10 +508,8 @@ class ComputerUsePolicy(abc.ABC):
             extra |= {key: v for key, v in call.extra.items() if key != "id"}
         if call.waits.get(k):
             extra["wait_s"] = call.waits[k]
-        if action is not None and action.x is not None and action.y is not None:
-            conv.pointer = (
-                (action.end_x, action.end_y) if action.end_x is not None else (action.x, action.y)
-            )
+        if action is not None and action.pointer_after is not None:
+            conv.pointer = action.pointer_after
         return PolicyStep(action=action, error=call.error, text=text, extra=extra)
 
     # Helpers for subclasses.

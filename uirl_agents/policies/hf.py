@@ -81,6 +81,53 @@ class HFPolicyConfig:
         return self.temperature if self.do_sample else 1.0
 
 
+# Config fields that name a token the processor expands into (or wraps around) image
+# features, across the families transformers ships (Qwen2-VL..Qwen3-VL, LLaVA,
+# Idefics3, PaliGemma, Gemma 3).
+VISION_TOKEN_FIELDS = (
+    "image_token_id",
+    "video_token_id",
+    "vision_start_token_id",
+    "vision_end_token_id",
+    "boi_token_id",
+    "eoi_token_id",
+)
+# Vision special tokens some families have besides those (Qwen's unused <|vision_pad|>,
+# Idefics3's image wrappers).
+VISION_TOKENS = (
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<fake_token_around_image>",
+    "<global-img>",
+)
+
+
+# A logit bias that blocks a token on an OpenAI-compatible server (vLLM clamps biases to
+# +-100, as OpenAI does): its probability drops by e^-100.
+BLOCKED_LOGIT_BIAS = -100.0
+
+
+def vision_token_ids(model_config: object, tokenizer: Any = None) -> frozenset[int]:
+    """The vision special tokens: ids a processor expands into image slots or wraps
+    around them. A model must never generate one: fed back, the processor counts it as
+    an image slot without an image (TRL then drops ``pixel_values`` for the batch, or
+    stops with a mismatch). :class:`HFPolicy` suppresses them in ``generate``, the vLLM
+    rollouts bias them away, and the trainers leave out a step that holds one.
+
+    Args:
+        model_config: the model's config (its ``image_token_id``-style fields), or None.
+        tokenizer: when given, also the ids of :data:`VISION_TOKENS` in its vocabulary.
+    """
+    ids = {getattr(model_config, name, None) for name in VISION_TOKEN_FIELDS}
+    if tokenizer is not None:
+        vocab = tokenizer.get_vocab()
+        ids |= {vocab.get(token) for token in VISION_TOKENS}
+    return frozenset(i for i in ids if isinstance(i, int) and i >= 0)
+
+
 def _to_pil(image: np.ndarray) -> Image.Image:
     return Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8))
 
@@ -419,6 +466,7 @@ class HFPolicy:
         self._pad_id = (
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self._eos_ids[0]
         )
+        self._suppressed_ids = sorted(vision_token_ids(model.config, tokenizer))
 
     @classmethod
     def from_pretrained(
@@ -468,7 +516,9 @@ class HFPolicy:
     def generation_config(self) -> GenerationConfig:
         """The explicit sampling settings; every field that shapes the distribution is set,
         so that the checkpoint's generation_config.json (e.g. top_k=1,
-        repetition_penalty=1.05 in Qwen2.5-VL) cannot change what is sampled."""
+        repetition_penalty=1.05 in Qwen2.5-VL) cannot change what is sampled. Vision
+        special tokens are suppressed (:func:`vision_token_ids`); the recorded logprobs
+        stay those of the raw logits, as with top-k/top-p (the trainer's convention)."""
         c = self.config
         sampling = {"temperature": c.temperature, "top_p": c.top_p, "top_k": c.top_k}
         return GenerationConfig(
@@ -485,6 +535,7 @@ class HFPolicy:
             eta_cutoff=0.0,
             eos_token_id=self._eos_ids,
             pad_token_id=self._pad_id,
+            suppress_tokens=self._suppressed_ids or None,
             return_dict_in_generate=True,
             output_logits=True,
         )

@@ -214,8 +214,10 @@ class OpenAICUAPolicy(ComputerUsePolicy):
             errors = []
             for k, call in enumerate(conv.turn.calls):
                 last = k == len(conv.turn.calls) - 1
-                shot = screenshot if last or call.screenshot is None else None
-                image = shot if shot is not None else self.scaler.image(call.screenshot)
+                if last or call.screenshot is None:
+                    image = screenshot
+                else:
+                    image = self.scaler.image(call.screenshot)
                 item: dict[str, Any] = {
                     "type": "computer_call_output",
                     "call_id": call.call_id,
@@ -405,7 +407,7 @@ def _data_url(image: np.ndarray) -> str:
 def _image_tokens(scaler: ScreenScaler) -> int:
     """OpenAI's high-detail image estimate: 85 + 170 per 512-px tile after fitting the
     image into 2048x2048 and its short side into 768."""
-    w, h = scaler.width, scaler.height
+    w, h = float(scaler.width), float(scaler.height)
     scale = min(1.0, 2048 / max(w, h))
     w, h = w * scale, h * scale
     scale = min(1.0, 768 / min(w, h))

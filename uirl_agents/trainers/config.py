@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from uirl_agents.quantization import quantization_mode
+from uirl_gym.actions import check_screen
 from uirl_gym.runtimes.settings import DENSE_ON_OPENENV, RuntimeSettings
 
 logger = logging.getLogger(__name__)
@@ -39,6 +40,8 @@ TINY_MODEL = "tiny"
 TINY_MODEL_DIR = "tiny_model"  # where `model.name: tiny` is built, in OUTPUT_DIR
 # The truncation of the importance weight asynchronous GRPO applies when grpo.tis_cap is unset.
 ASYNC_TIS_CAP = 2.0
+# ... and the one vLLM rollouts get (TRL's vllm_importance_sampling_clip_max).
+VLLM_TIS_CAP = 3.0
 
 
 def param(default: Any = MISSING, *, help: str, factory: Any = MISSING) -> Any:
@@ -155,6 +158,11 @@ class EnvConfig(RuntimeSettings):
     )
     image_format: Literal["png", "jpeg", "raw"] = param(
         "png", help="How screenshots travel from the session server (the env's default)."
+    )
+    screen_size: list[int] | None = param(
+        None,
+        help="The sessions' screen [width, height]; None: 1280x800. [160, 210]: MiniWoB++'s "
+        "task area as the whole screen (docs/tasks.md).",
     )
 
 
@@ -345,7 +353,15 @@ class GRPOSection:
         help="Truncated importance sampling: weight each token's loss by "
         "min(exp(old - rollout logprob), cap), correcting for a rollout engine (vLLM, bf16 "
         "generate) or an actor some updates behind (rollout.mode async) that samples from "
-        f"another distribution; None: off in sync mode, {ASYNC_TIS_CAP} in async mode.",
+        f"another distribution; None: {VLLM_TIS_CAP} with rollout.backend vllm, "
+        f"{ASYNC_TIS_CAP} in async mode, else off.",
+    )
+    loss_normalization: Literal["token", "episode"] = param(
+        "token",
+        help="How the loss averages: token, a mean over the iteration's completion tokens "
+        "(TRL's loss_type dapo: a long episode weighs as many short ones); episode, a mean "
+        "over each episode's tokens, then over episodes (every episode weighs the same, "
+        "however long; docs/training.md).",
     )
     leave_one_out: bool = param(
         False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
@@ -356,6 +372,13 @@ class GRPOSection:
         help="Multiply negative advantages by this (1: plain GRPO; 0: train only on the "
         "episodes above their group's baseline; PPO: its step advantages). Below 1 when failed episodes' "
         "off-trajectory tokens drown the successes' signal (docs/training.md, Learning demo).",
+    )
+    advantage_from: Literal["return", "success"] = param(
+        "return",
+        help="What a group's advantages compare: each episode's return (its summed rewards), "
+        "or its success (1 if the env's is_success, else 0: every failure alike, e.g. "
+        "MiniWoB++'s click on nothing (0) and on a wrong button (-1), so that a group "
+        "without a success teaches nothing).",
     )
     skip_zero_advantage: bool = param(
         True,
@@ -448,6 +471,16 @@ class TrainConfig:
         _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
         if env.reward_mode == "dense" and not env.has_oracle:
             raise ValueError(DENSE_ON_OPENENV)
+        if env.screen_size is not None:
+            try:
+                check_screen(env.screen_size)
+            except ValueError as exc:
+                raise ValueError(f"env.screen_size: {exc}") from None
+            if env.runtime == "openenv":
+                raise ValueError(
+                    "env.screen_size: an OpenEnv server serves its own screen; "
+                    "leave it unset with env.runtime openenv"
+                )
         _check_tasks(env)
         if env.task_seed is not None:
             _check(
@@ -581,6 +614,11 @@ class GRPOConfig(TrainConfig):
             # Derived once, here: an actor's tokens come from older weights than the
             # learner's, and the weight corrects for it (docs/training.md).
             self.grpo.tis_cap = ASYNC_TIS_CAP
+        if self.rollout.backend == "vllm" and self.grpo.tis_cap is None:
+            # vLLM's kernels sample from another distribution than the trainer's: the
+            # trainer's old logprobs centre the ratio, the weight corrects the sampling
+            # (TRL's vllm_importance_sampling_correction is on by default too).
+            self.grpo.tis_cap = VLLM_TIS_CAP
         if self.grpo.tis_cap is not None:
             _check(self.grpo.tis_cap >= 1, "grpo.tis_cap", ">= 1 (or null: off)", self.grpo.tis_cap)
         if self.grpo.kl_beta > 0 and self.model.lora_rank == 0:

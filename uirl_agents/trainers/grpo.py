@@ -26,7 +26,9 @@ With the loop, the whole update from episodes to the loss:
    ``min(exp(logp_old - logp_rollout), tis_cap)`` when ``grpo.tis_cap`` is set, plus
    ``kl_beta`` times the k3 KL to the reference; summed over tokens and divided by the
    iteration's completion tokens (every process) per optimizer step (the loop's update:
-   :func:`~uirl_agents.trainers.update.run_update`).
+   :func:`~uirl_agents.trainers.update.run_update`). With ``grpo.loss_normalization:
+   episode`` each token counts 1 / its episode's tokens (:func:`weigh_episode`): a mean
+   over episodes, so a 30-step failure weighs as much as a 3-step success, not 10x.
 
 TRL: ``GRPOTrainer`` is not used: its ``rollout_func`` rebuilds pixels from the
 dataset's image column, so it cannot train on per-step screenshots of multi-step
@@ -43,6 +45,7 @@ import torch
 from accelerate.utils import gather_object
 from torch.nn.utils.rnn import pad_sequence
 
+from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.config import GRPOSection
 from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
@@ -60,7 +63,6 @@ from uirl_agents.trainers.scoring import (
     sample_logprobs,
     score_samples,
     token_sample,
-    vision_token_ids,
 )
 from uirl_agents.trainers.update import BatchLoss, TokenSample
 from uirl_agents.trajectories import Episode
@@ -97,7 +99,9 @@ class GRPO(Algorithm):
         }
 
     def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
-        return step_samples(episodes, run.config.grpo, vision_token_ids(run.model.config))
+        return step_samples(
+            episodes, run.config.grpo, vision_token_ids(run.model.config, run.processor.tokenizer)
+        )
 
     def score(
         self, run: TrainingRun, samples: Sequence[TokenSample]
@@ -129,8 +133,11 @@ def step_samples(
     Raises:
         ValueError: ``cfg.tis_cap`` is set but a step has no rollout logprobs.
     """
+    scores = [
+        float(e.success) if cfg.advantage_from == "success" else e.total_reward for e in episodes
+    ]
     advantages = group_advantages(
-        [e.total_reward for e in episodes],
+        scores,
         [e.group_id for e in episodes],
         leave_one_out=cfg.leave_one_out,
         scale_by_std=cfg.scale_advantages,
@@ -138,11 +145,29 @@ def step_samples(
     )
     samples = []
     for episode, advantage in zip(episodes, advantages, strict=True):
-        for step in episode.steps:
-            sample = token_sample(episode, step, cfg, excluded_ids)
-            if sample is not None:
-                sample.advantage = float(advantage)
-                samples.append(sample)
+        steps = [token_sample(episode, step, cfg, excluded_ids) for step in episode.steps]
+        kept = [s for s in steps if s is not None]
+        for sample in kept:
+            sample.advantage = float(advantage)
+        samples += weigh_episode(kept, cfg.loss_normalization)
+    return samples
+
+
+def weigh_episode(samples: list[TokenSample], normalization: str) -> list[TokenSample]:
+    """An episode's samples with their ``token_weight`` for ``grpo.loss_normalization``:
+    1 (``token``: a token mean over the iteration, so an episode weighs as its tokens),
+    or 1 / the episode's completion tokens (``episode``: each episode's tokens sum to
+    weight 1, and the normaliser counts episodes, so the loss is a mean over episodes of
+    each episode's token mean, whatever its length).
+
+    >>> s = [TokenSample([], [], [1, 2], 2), TokenSample([], [], [3, 4, 5, 6], 4)]
+    >>> [x.token_weight for x in weigh_episode(s, "episode")]
+    [0.16666666666666666, 0.16666666666666666]
+    """
+    tokens = sum(len(s.completion_ids) for s in samples)
+    if normalization == "episode" and tokens:
+        for sample in samples:
+            sample.token_weight = 1.0 / tokens
     return samples
 
 
@@ -165,6 +190,7 @@ def grpo_loss(
     old = pad_sequences([s.old_logprobs for s in batch]).to(device)
     mask = pad_sequences([[1.0] * len(s.completion_ids) for s in batch]).to(device)
     advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
+    weights = torch.tensor([s.token_weight for s in batch], device=device).unsqueeze(1)
     per_token, clipped = clipped_policy_loss(logprobs, old, advantages, cfg.clip_epsilon)
     if cfg.tis_cap is not None:
         rollout = pad_sequences([s.rollout_logprobs for s in batch]).to(device)
@@ -176,7 +202,7 @@ def grpo_loss(
         per_token = per_token + cfg.kl_beta * kl
         stats["kl"] = float((kl.detach() * mask).sum())
     stats["abs_log_ratio"] = float(((logprobs.detach() - old).abs() * mask).sum())
-    return BatchLoss(loss_sum=(per_token * mask).sum(), stats=stats)
+    return BatchLoss(loss_sum=(per_token * mask * weights).sum(), stats=stats)
 
 
 def success_replay(run: TrainingRun) -> SuccessReplay | None:

@@ -6,7 +6,11 @@ Per iteration, on every process:
    (:meth:`Algorithm.collect`; sync, or ahead of the learner by an actor thread:
    :mod:`~uirl_agents.trainers.actor`).
 2. **Select** the episodes to train on (:meth:`Algorithm.select`): GRPO's replay of
-   past successes, expert iteration's reward filter.
+   past successes, expert iteration's reward filter. Episodes whose session failed
+   (``Episode.error``: a session that died or timed out) are left out before, for
+   every algorithm and source (:func:`without_session_failures`): the env, not the
+   policy, ended them, so they teach nothing about its actions (nor set a GRPO group's
+   baseline). ``train/session_failures`` counts them.
 3. **Prepare samples** (:meth:`Algorithm.samples`): every trained step becomes a
    :class:`~uirl_agents.trainers.update.TokenSample` (its exact prompt and the sampled
    ids) with its weight, the advantage.
@@ -126,11 +130,9 @@ def run_iterations(run: TrainingRun, algorithm: Algorithm) -> None:
         sources = collected.data
         episodes = sources[ROLLOUT]
         watch.add("policy", rollouts.policy_seconds(episodes))
-        # 2. Select.
-        trained, selection = algorithm.select(run, sources)
-        # 3-5. Prepare samples, score, update.
+        # 2-5. Select, prepare samples, score, update.
         with watch.phase("train"):
-            train = update(run, algorithm, trained, iteration)
+            train = select_and_update(run, algorithm, sources, iteration)
         run.state["episodes"] += int(run.sum_all(len(episodes)))
         # The new weights go to whoever samples next (an actor thread, a vLLM server).
         rollouts.publish(iteration + 1)
@@ -139,7 +141,7 @@ def run_iterations(run: TrainingRun, algorithm: Algorithm) -> None:
         metrics: dict[str, float] = {}
         for prefix, source in sources.items():
             metrics |= run.episode_metrics(source, prefix)
-        metrics |= selection | train
+        metrics |= train
         metrics |= perf_metrics(watch.totals, watch.elapsed(), tokens)
         metrics |= rollouts.metrics(collected, len(episodes))
         metrics |= run.end_update()  # the learning rate used; the schedule steps
@@ -149,6 +151,37 @@ def run_iterations(run: TrainingRun, algorithm: Algorithm) -> None:
         metrics |= run.evaluate_when_due(done)
         run.log(metrics, step=done)
         run.maybe_checkpoint(done)
+
+
+def without_session_failures(sources: Sources) -> tuple[Sources, int]:
+    """The sources without the episodes whose session failed (``Episode.error``), and
+    how many those were.
+
+    A session that died or timed out ends its episode early with a reward the policy
+    did not earn: as a GRPO failure it would get a negative advantage and pull its
+    group's baseline down, and PPO would value its last state as terminal.
+    """
+    kept = {name: [e for e in episodes if e.error is None] for name, episodes in sources.items()}
+    failures = sum(len(sources[name]) - len(kept[name]) for name in sources)
+    if failures:
+        logger.warning("%d episode(s) ended by a session failure: left out of the update", failures)
+    return kept, failures
+
+
+def select_and_update(
+    run: TrainingRun, algorithm: Algorithm, sources: Sources, iteration: int
+) -> dict[str, float]:
+    """Steps 2-5 on an iteration's episodes: leave out the session failures, select,
+    prepare samples, score, update.
+
+    Returns:
+        The selection's and the update's metrics, and ``train/session_failures`` (every
+        process's episodes left out because their session failed).
+    """
+    finished, failures = without_session_failures(sources)
+    trained, selection = algorithm.select(run, finished)
+    metrics = update(run, algorithm, trained, iteration)
+    return {**selection, "train/session_failures": run.sum_all(failures), **metrics}
 
 
 def update(

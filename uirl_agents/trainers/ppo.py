@@ -12,8 +12,8 @@ collected (per-step rewards: the env's dense reward mode gives one at every step
    from the same forward pass, every state's value ``V(s_t)``
    (:class:`~uirl_agents.trainers.value.ValueHead`); then **GAE** per episode
    (``ppo.gamma``, ``ppo.lam``): bootstrapped from the value of the state a truncated
-   episode stopped in, from 0 after a terminal step (and after a failed session: its
-   last screen is no state of the task). The step's advantage is broadcast to its
+   episode stopped in, from 0 after a terminal step (an episode a failed session ended
+   never gets here: the loop leaves it out). The step's advantage is broadcast to its
    tokens; optionally normalised over the iteration (every process).
 3. **Loss** (:func:`ppo_loss`): GRPO's clipped surrogate
    (:func:`~uirl_agents.trainers.grpo.grpo_loss`: + KL, TIS, the ``grpo`` section) plus
@@ -35,8 +35,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers.config import GRPOConfig
-from uirl_agents.trainers.grpo import grpo_loss
+from uirl_agents.trainers.grpo import grpo_loss, weigh_episode
 from uirl_agents.trainers.loop import Algorithm
 from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
 from uirl_agents.trainers.run import TrainingRun
@@ -44,7 +45,6 @@ from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
     score_samples,
     token_sample,
-    vision_token_ids,
 )
 from uirl_agents.trainers.update import BatchLoss, TokenSample
 from uirl_agents.trajectories import Episode
@@ -68,7 +68,7 @@ class PPO(Algorithm):
 
     def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
         """Every state of the episodes: the steps', then the final state of a truncated one."""
-        excluded = vision_token_ids(run.model.config)
+        excluded = vision_token_ids(run.model.config, run.processor.tokenizer)
         self.states = [episode_states(e, run.config, excluded) for e in episodes]
         return [x for s in self.states for x in (*s.steps, *([s.final] if s.final else []))]
 
@@ -130,6 +130,7 @@ def episode_states(
                 )
             sample = _value_only(step.messages, step.model_images, len(step.prompt_ids or []))
         steps.append(sample)
+    weigh_episode([s for s in steps if s.completion_ids], config.grpo.loss_normalization)
     final = None
     if episode.final_prompt is not None and steps:
         messages, images = episode.final_prompt
@@ -189,7 +190,8 @@ def shape_advantages(
 
 def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
     """GRPO's clipped surrogate (+ KL) plus ``value_coef`` times the clipped value loss,
-    each step's value loss weighted by its completion tokens."""
+    each step's value loss weighted by its completion tokens (at their
+    ``token_weight``, as the surrogate's)."""
     config = run.config
     states: list[torch.Tensor] = []
     terms = grpo_loss(run, batch, config.grpo, config.rollout.temperature, prompt_states=states)
@@ -198,8 +200,9 @@ def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
     old = torch.tensor([s.old_value for s in batch], device=device)
     targets = torch.tensor([s.value_target for s in batch], device=device)
     tokens = torch.tensor([float(len(s.completion_ids)) for s in batch], device=device)
+    weighted = torch.tensor([s.weighted_tokens for s in batch], device=device)
     value_loss, clipped = clipped_value_loss(values, old, targets, config.ppo.value_clip)
-    loss_sum = terms.loss_sum + config.ppo.value_coef * (value_loss * tokens).sum()
+    loss_sum = terms.loss_sum + config.ppo.value_coef * (value_loss * weighted).sum()
     stats = {
         **terms.stats,
         "value_loss": float((value_loss.detach() * tokens).sum()),

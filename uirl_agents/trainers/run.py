@@ -35,7 +35,12 @@ from tqdm.auto import tqdm
 from uirl_agents.formats import ModelFormat, get_format
 from uirl_agents.models import load_processor
 from uirl_agents.policies.base import Policy
-from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
+from uirl_agents.policies.hf import (
+    HFPolicy,
+    HFPolicyConfig,
+    format_config_from_processor,
+    vision_token_ids,
+)
 from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
@@ -60,6 +65,7 @@ from uirl_agents.trainers.specs import EVAL_STREAM, TRAIN_STREAM, derive_specs
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
 from uirl_agents.trajectories import Episode, TrajectoryWriter
+from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.runtimes.settings import build_runtime, check_runtime, describe, vector_env
 
 logger = logging.getLogger(__name__)
@@ -226,6 +232,7 @@ class TrainingRun:
                 runtime=self.runtime,
                 reward_mode=config.env.reward_mode,
                 image_format=config.env.image_format,
+                screen_size=tuple(config.env.screen_size or DEFAULT_SCREEN),
             )
         except BaseException:
             if self.runtime is not None:
@@ -520,7 +527,8 @@ class TrainingRun:
             )
             load_lora_adapter(r.vllm_base_url, name, str(root / name))
         self.accelerator.wait_for_everyone()
-        self.policy = vllm_policy(self.config, name, self.format.config)
+        blocked = vision_token_ids(self.model.config, self.processor.tokenizer)
+        self.policy = vllm_policy(self.config, name, self.format.config, blocked)
 
 
 def _pretty(data: dict[str, Any], indent: int = 2) -> str:

@@ -36,13 +36,6 @@ logger = logging.getLogger(__name__)
 UPDATE_STREAM = 2
 
 
-def vision_token_ids(model_config: object) -> frozenset[int]:
-    """The ids a processor expands into image slots (Qwen2-VL-style configs)."""
-    names = ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")
-    ids = (getattr(model_config, name, None) for name in names)
-    return frozenset(i for i in ids if i is not None)
-
-
 def token_sample(
     episode: Episode, step: Step, cfg: GRPOSection, excluded_ids: frozenset[int] = frozenset()
 ) -> TokenSample | None:

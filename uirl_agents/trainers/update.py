@@ -10,9 +10,10 @@ a micro-batch; everything around it is here, written once:
   micro-batches by token budget, the same number of steps on every process;
 - :func:`run_update`: ``optim.epochs`` passes; each optimizer step backpropagates its
   micro-batches' summed loss divided by one constant (the iteration's completion
-  tokens over every process, over the epoch's optimizer steps: a token mean that does
-  not depend on how tokens fall into micro-batches or processes; TRL's
-  ``loss_type="dapo"``), sums gradients over processes (:func:`all_reduce_gradients`),
+  tokens over every process, each times its ``token_weight``, over the epoch's
+  optimizer steps: a token mean that does not depend on how tokens fall into
+  micro-batches or processes, TRL's ``loss_type="dapo"``; with per-episode weights, a
+  mean over episodes), sums gradients over processes (:func:`all_reduce_gradients`),
   clips and steps.
 
 Why not DDP: processes take different numbers of micro-batches (their episodes differ
@@ -63,6 +64,9 @@ class TokenSample:
             reference policy's, filled in by GRPO's scoring pass.
         old_value, value_target: PPO: the value head's ``V(s)`` before the update
             (scoring pass) and the step's GAE return.
+        token_weight: the weight of each of its completion tokens in the loss and in
+            the normaliser (1: a token mean; ``grpo.loss_normalization: episode`` sets
+            1 / the episode's tokens, which makes the loss a mean over episodes).
     """
 
     messages: list[dict]
@@ -75,6 +79,12 @@ class TokenSample:
     ref_logprobs: torch.Tensor | None = None
     old_value: float | None = None
     value_target: float | None = None
+    token_weight: float = 1.0
+
+    @property
+    def weighted_tokens(self) -> float:
+        """Its share of the normaliser: its completion tokens times their weight."""
+        return self.token_weight * len(self.completion_ids)
 
 
 def placeholder_sample() -> TokenSample:
@@ -234,7 +244,9 @@ def run_update(
         ``train/tokens_processed`` (this process's prompt + completion tokens).
     """
     o = run.config.optim
-    total_tokens = run.sum_all(sum(len(s.completion_ids) for s in samples))
+    # The normaliser's numerator: every process's completion tokens, each counted at
+    # its weight (1 each: a token mean; 1 / its episode's tokens: a mean over episodes).
+    total_tokens = run.sum_all(sum(s.weighted_tokens for s in samples))
     rng = np.random.default_rng([run.config.seed, seed_stream, iteration, run.rank])
     totals: dict[str, float] = defaultdict(float)
     grad_norms: list[float] = []
@@ -264,6 +276,7 @@ def run_update(
                 (terms.loss_sum / normaliser).backward()
                 totals["loss"] += float(terms.loss_sum.detach())
                 totals["tokens"] += sum(len(s.completion_ids) for s in batch)
+                totals["weighted_tokens"] += sum(s.weighted_tokens for s in batch)
                 totals["seq_tokens"] += sum(s.num_tokens for s in batch)
                 for key, value in terms.stats.items():
                     totals[key] += value
@@ -274,8 +287,11 @@ def run_update(
     # and a reduction per key would leave the processes waiting on different calls.
     everyone = run.sum_all_dict(dict(totals))
     tokens = everyone.pop("tokens", 0.0)
+    weighted = everyone.pop("weighted_tokens", 0.0)
+    loss = everyone.pop("loss", 0.0)
     metrics = {f"train/{k}": v / max(tokens, 1.0) for k, v in sorted(everyone.items())}
-    metrics["train/loss"] = metrics.get("train/loss", 0.0)
+    # The loss as it was minimised: a mean per (weighted) token.
+    metrics["train/loss"] = loss / weighted if weighted > 0 else 0.0
     metrics["train/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
     metrics["train/optimizer_steps"] = float(len(grad_norms))
     metrics["train/tokens_processed"] = seq_tokens

@@ -14,12 +14,14 @@ the server, so it must be a folder the server can see (a shared volume).
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from typing import Any
 
 import requests
 
 from uirl_agents.formats import FormatConfig
 from uirl_agents.policies.base import Policy
+from uirl_agents.policies.hf import BLOCKED_LOGIT_BIAS
 from uirl_agents.trainers.config import TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -82,10 +84,16 @@ def unload_lora_adapter(base_url: str, lora_name: str, *, timeout_s: float = 60.
     _post(f"{_root(base_url)}/v1/unload_lora_adapter", {"lora_name": lora_name}, timeout_s)
 
 
-def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfig) -> Policy:
+def vllm_policy(
+    config: TrainConfig,
+    model_name: str,
+    format_config: FormatConfig,
+    blocked_ids: Collection[int] = (),
+) -> Policy:
     """The rollout policy on the vLLM server: ``model_name`` (an adapter it serves),
-    sampled with every field of ``rollout`` sent explicitly; a response without token
-    ids raises :class:`~uirl_agents.policies.openai_compat.TokenIdsMissingError`."""
+    sampled with every field of ``rollout`` sent explicitly and ``blocked_ids`` (the
+    vision special tokens) biased away; a response without token ids raises
+    :class:`~uirl_agents.policies.openai_compat.TokenIdsMissingError`."""
     from uirl_agents.policies.openai_compat import OpenAIPolicy, OpenAIPolicyConfig
 
     r = config.rollout
@@ -101,7 +109,7 @@ def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfi
             top_p=r.top_p,
             max_tokens=r.max_new_tokens,
             max_concurrency=config.env.num_envs,
-            extra_body=vllm_sampling_fields(r.extra_body),
+            extra_body=vllm_sampling_fields(r.extra_body, blocked_ids),
             # The updates train on the sampled ids: a step without them is no sample
             # (GRPO would train on nothing, PPO only its value head).
             require_token_ids=True,
@@ -109,11 +117,15 @@ def vllm_policy(config: TrainConfig, model_name: str, format_config: FormatConfi
     )
 
 
-def vllm_sampling_fields(extra_body: dict[str, Any]) -> dict[str, Any]:
+def vllm_sampling_fields(
+    extra_body: dict[str, Any], blocked_ids: Collection[int] = ()
+) -> dict[str, Any]:
     """Every sampling field vLLM would otherwise take from the checkpoint's
     generation_config.json (Qwen2.5-VL ships top_k 1 and repetition_penalty 1.05: near
-    greedy, so a GRPO group's episodes come out the same), then the user's own."""
-    neutral = {
+    greedy, so a GRPO group's episodes come out the same), ``logit_bias`` -100 on
+    ``blocked_ids`` (a generated vision token is an image slot without an image), then
+    the user's own (a ``logit_bias`` of theirs is merged in, theirs winning)."""
+    fields: dict[str, Any] = {
         "top_k": -1,
         "min_p": 0.0,
         "repetition_penalty": 1.0,
@@ -121,4 +133,8 @@ def vllm_sampling_fields(extra_body: dict[str, Any]) -> dict[str, Any]:
         "frequency_penalty": 0.0,
         "n": 1,
     }
-    return neutral | extra_body
+    bias = {str(i): BLOCKED_LOGIT_BIAS for i in sorted(blocked_ids)}
+    bias |= {str(k): v for k, v in (extra_body.get("logit_bias") or {}).items()}
+    if bias:
+        fields["logit_bias"] = bias
+    return fields | {k: v for k, v in extra_body.items() if k != "logit_bias"}

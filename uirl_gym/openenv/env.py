@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from uirl_gym.actions import Action, action_space
+from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, Action, action_space
 from uirl_gym.env import ClosedEnvironmentError, ResetNeededError, observation_space
 from uirl_gym.openenv.client import OpenEnvSession
 from uirl_gym.tasks import TASKS, task_spec
@@ -51,7 +51,7 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         render_mode: str | None = None,
         task: str = "simple_data_entry",
         split: str = "train",
-        step_timeout_s: float = 30.0,
+        step_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")

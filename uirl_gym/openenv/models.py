@@ -15,7 +15,7 @@ and the observation's ``error`` says what was wrong. Either way the session goes
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field, WithJsonSchema
@@ -40,13 +40,19 @@ ActionTypeName = Literal[
     "finish",
     "drag",
 ]
-ACTION_TYPE_NAMES: tuple[str, ...] = ActionTypeName.__args__  # type: ignore[attr-defined]
+ACTION_TYPE_NAMES: tuple[str, ...] = get_args(ActionTypeName)
 
 
-def _wire(schema: dict[str, Any]) -> Any:
-    """A field the wire takes as any JSON value, published with ``schema``: whether the
-    value fits is the env's check (see the module docstring)."""
-    return Annotated[Any, WithJsonSchema({"anyOf": [schema, {"type": "null"}]})]
+def _or_null(schema: dict[str, Any]) -> WithJsonSchema:
+    return WithJsonSchema({"anyOf": [schema, {"type": "null"}]})
+
+
+# Fields the wire takes as any JSON value, published with their schema: whether the value
+# fits is the env's check (see the module docstring).
+WireInt = Annotated[Any, _or_null({"type": "integer"})]
+WireText = Annotated[Any, _or_null({"type": "string"})]
+WireActionType = Annotated[Any, _or_null({"enum": list(ACTION_TYPE_NAMES)})]
+WireDirection = Annotated[Any, _or_null({"enum": ["up", "down", "left", "right"]})]
 
 
 class UirlAction(Action):
@@ -62,27 +68,19 @@ class UirlAction(Action):
     an invalid action there and here alike), so the schema below says what is valid.
     """
 
-    action_type: _wire({"enum": list(ACTION_TYPE_NAMES)}) = Field(
-        description="What to do (uirl_gym.actions.ActionType)."
-    )
-    x: _wire({"type": "integer"}) = Field(
-        default=None, description="Pointer x, screen pixels 0..1279."
-    )
-    y: _wire({"type": "integer"}) = Field(
-        default=None, description="Pointer y, screen pixels 0..799."
-    )
-    text: _wire({"type": "string"}) = Field(default=None, description="What `type` types.")
-    keys: _wire({"type": "string"}) = Field(
+    action_type: WireActionType = Field(description="What to do (uirl_gym.actions.ActionType).")
+    x: WireInt = Field(default=None, description="Pointer x, screen pixels 0..1279.")
+    y: WireInt = Field(default=None, description="Pointer y, screen pixels 0..799.")
+    text: WireText = Field(default=None, description="What `type` types.")
+    keys: WireText = Field(
         default=None, description="The combination `keys` presses, e.g. 'ctrl+c', 'Enter'."
     )
-    direction: _wire({"enum": ["up", "down", "left", "right"]}) = Field(
-        default=None, description="Where `scroll` scrolls."
-    )
-    amount: _wire({"type": "integer"}) = Field(
+    direction: WireDirection = Field(default=None, description="Where `scroll` scrolls.")
+    amount: WireInt = Field(
         default=None, description="Wheel notches `scroll` turns (100 px each), 1..50."
     )
-    end_x: _wire({"type": "integer"}) = Field(default=None, description="Where `drag` releases, x.")
-    end_y: _wire({"type": "integer"}) = Field(default=None, description="Where `drag` releases, y.")
+    end_x: WireInt = Field(default=None, description="Where `drag` releases, x.")
+    end_y: WireInt = Field(default=None, description="Where `drag` releases, y.")
 
     def to_env_action(self) -> dict[str, Any]:
         """The action as ``UIEnv.step`` takes it (``None`` fields left out; unvalidated)."""

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import requests
 
+from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.runtimes.k8s_config import LABEL_VALUE_RE, KubernetesRuntimeConfig
 
@@ -341,6 +342,12 @@ def vector_env(
     if env_kwargs.pop("reward_mode", "sparse") != "sparse":
         raise RuntimeSettingsError(DENSE_ON_OPENENV)
     env_kwargs.pop("image_format", None)  # OpenEnv sends PNG
+    screen = env_kwargs.pop("screen_size", None)
+    if screen is not None and tuple(screen) != DEFAULT_SCREEN:
+        raise RuntimeSettingsError(
+            f"env.screen_size {list(screen)}: an OpenEnv server serves its own screen "
+            f"({DEFAULT_SCREEN[0]}x{DEFAULT_SCREEN[1]}); leave screen_size unset on openenv"
+        )
     url = settings.openenv_url
     assert url is not None
     return SessionVectorEnv(num_envs, make_env=lambda: OpenEnvEnv(url, **env_kwargs))

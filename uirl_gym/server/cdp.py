@@ -71,6 +71,28 @@ BASE_SWITCHES = (
 )
 
 
+_FEATURE_SWITCHES = ("--enable-features=", "--disable-features=")
+
+
+def merge_feature_switches(args: Sequence[str]) -> list[str]:
+    """The switches with one ``--enable-features`` and one ``--disable-features`` holding
+    every list given, in place of the first: Chromium keeps only the last value of a
+    switch given twice, so a second list (the frame-control one, a user's extra
+    arguments) silently dropped the first."""
+    merged: dict[str, dict[str, None]] = {}  # switch -> its features, in order
+    out: list[str] = []
+    for arg in args:
+        prefix = next((p for p in _FEATURE_SWITCHES if arg.startswith(p)), None)
+        if prefix is None:
+            out.append(arg)
+            continue
+        if prefix not in merged:
+            merged[prefix] = {}
+            out.append(prefix)  # filled in below, where the first one stood
+        merged[prefix] |= dict.fromkeys(f for f in arg.removeprefix(prefix).split(",") if f)
+    return [arg + ",".join(merged[arg]) if arg in merged else arg for arg in out]
+
+
 class CdpError(Exception):
     """A CDP command failed (``code`` and ``message`` from Chromium) or the pipe closed:
     the browser failed an action, or is gone (the server checks which)."""
@@ -269,13 +291,17 @@ class ChromiumProcess:
         from_browser_r, from_browser_w = os.pipe()
         argv = [
             executable,
-            *BASE_SWITCHES,
-            *(["--headless"] if headless else []),
-            # As Playwright launches it: the sandbox needs root or user namespaces, which
-            # unprivileged containers (the pod template) do not have; the page is the
-            # session's own app.
-            "--no-sandbox",
-            *args,
+            *merge_feature_switches(
+                [
+                    *BASE_SWITCHES,
+                    *(["--headless"] if headless else []),
+                    # As Playwright launches it: the sandbox needs root or user namespaces,
+                    # which unprivileged containers (the pod template) do not have; the
+                    # page is the session's own app.
+                    "--no-sandbox",
+                    *args,
+                ]
+            ),
             f"--user-data-dir={user_data_dir}",
             "--remote-debugging-pipe",
             "--no-startup-window",

@@ -82,8 +82,19 @@ CHROMIUM_ARGS = (
 )
 # More Chromium switches, for experiments (space-separated, shell quoting).
 EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
-# Frames on demand (see the module's docstring).
-FRAME_CONTROL_ARGS = ("--enable-begin-frame-control", "--run-all-compositor-stages-before-draw")
+# Frames on demand (see the module's docstring). Without RasterInducingScroll: a scroller
+# the compositor scrolls without a layer of its own (a textarea's scrollbar pressed at
+# pinch zoom 3) is redrawn by an impl-side invalidation, and when that and a commit from
+# the page land in the same frame, Chromium 156's scheduler, waiting for every stage
+# before it draws, waits for the new tree's activation, which waits for the draw: the
+# frame is never answered (traced: ``has_pending_tree`` and
+# ``active_tree_needs_first_draw``, deadline blocked). The page then scrolls as before
+# that feature: its main thread repaints the scroller.
+FRAME_CONTROL_ARGS = (
+    "--enable-begin-frame-control",
+    "--run-all-compositor-stages-before-draw",
+    "--disable-features=RasterInducingScroll",
+)
 # "0" draws at 60 Hz with the headless shell too (for comparisons and odd apps).
 FRAME_CONTROL_ENV_VAR = "UIRL_FRAMES_ON_DEMAND"
 # Input Chromium delivers to the page with the next frame (rAF-aligned): under frame
@@ -863,7 +874,7 @@ class CdpBrowserSession:
             await self._mouse_move(action.x, action.y)
         px = action.scroll_amount * SCROLL_NOTCH_PX
         dx, dy = {"up": (0, -px), "down": (0, px), "left": (-px, 0), "right": (px, 0)}[
-            action.direction.value  # type: ignore[union-attr]
+            action.scroll_direction.value
         ]
         x, y = self._mouse
         if self.frames_on_demand:

@@ -166,7 +166,10 @@ POPUP_GUARD_JS = """(() => {
     const opens = event.key === "F4" ||
       (event.altKey && (event.key === "ArrowDown" || event.key === "ArrowUp"));
     const select = dropDown(t);
-    if ((opens && (select || t.matches(PICKERS))) ||
+    // A date or time field opens its picker on space too, with any modifier (the stall
+    // hunt: shift+space, or a typed space, on MiniWoB's enter-time).
+    const picker = t.matches(PICKERS);
+    if ((opens && (select || picker)) || (picker && event.key === " ") ||
         (select && (event.key === " " || event.key === "Enter"))) {
       event.preventDefault();
     }

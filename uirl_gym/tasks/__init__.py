@@ -74,13 +74,14 @@ def _specs_of(exported: object, where: str) -> list[TaskSpec]:
     """
     if isinstance(exported, TaskSpec):
         return [exported]
-    specs = list(exported()) if callable(exported) else [exported]
-    for spec in specs:
+    specs: list[TaskSpec] = []
+    for spec in exported() if callable(exported) else [exported]:
         if not isinstance(spec, TaskSpec):
             raise TypeError(
                 f"{where}: expected a TaskSpec or a function returning a list of them, "
                 f"got {type(spec).__name__}"
             )
+        specs.append(spec)
     return specs
 
 

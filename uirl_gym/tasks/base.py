@@ -17,7 +17,7 @@ import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import urlencode
 
 from uirl_gym.actions import DEFAULT_SCREEN
@@ -176,10 +176,15 @@ def check_option_names(options: Mapping[str, Any], allowed: frozenset[str]) -> N
         raise TaskOptionsError(f"unknown option(s) {sorted(unknown)}; allowed: {sorted(allowed)}")
 
 
+def is_int(value: Any) -> TypeGuard[int]:
+    """An integer that is not a bool (JSON's ``true`` arrives as ``True``, an ``int``)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def int_option(options: Mapping[str, Any], name: str, default: int, low: int, high: int) -> int:
     """``options[name]`` (or ``default``), an integer in ``low..high`` (``TaskOptionsError``)."""
     value = options.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+    if not is_int(value) or not low <= value <= high:
         raise TaskOptionsError(f"{name}: must be an integer in {low}..{high}, got {value!r}")
     return value
 

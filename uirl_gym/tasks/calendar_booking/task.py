@@ -21,7 +21,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from uirl_gym.tasks.base import Task
+from uirl_gym.tasks.base import Task, is_int
 from uirl_gym.tasks.calendar_booking.data import (
     DAY_END_MIN,
     DAY_START_MIN,
@@ -132,19 +132,18 @@ class CalendarBookingTask(Task):
         if len(self.created) >= MAX_CREATED:
             raise ValueError(f"at most {MAX_CREATED} created events")
         event_id, title, date = e.get("id"), e.get("title"), e.get("date")
-        if isinstance(event_id, bool) or not isinstance(event_id, int):
+        if not is_int(event_id):
             raise ValueError("id: expected an integer")
         if event_id in {c["id"] for c in self.created}:
             raise ValueError(f"id: {event_id} is taken")
         if not isinstance(title, str) or len(title) > MAX_TITLE_CHARS:
             raise ValueError(f"title: expected a string of at most {MAX_TITLE_CHARS} characters")
         try:
-            dt.date.fromisoformat(date)
-        except (TypeError, ValueError):
+            dt.date.fromisoformat(date if isinstance(date, str) else "")
+        except ValueError:
             raise ValueError(f"date: expected an ISO date, got {date!r}") from None
         start, end = e.get("start"), e.get("end")
-        times = [t for t in (start, end) if isinstance(t, int) and not isinstance(t, bool)]
-        if len(times) != 2 or not DAY_START_MIN <= start < end <= DAY_END_MIN:
+        if not (is_int(start) and is_int(end) and DAY_START_MIN <= start < end <= DAY_END_MIN):
             raise ValueError(
                 f"start, end: expected minutes with {DAY_START_MIN} <= start < end <= "
                 f"{DAY_END_MIN}, got {start!r}, {end!r}"

@@ -34,9 +34,12 @@ class MailTriageExpert(MacroExpert):
         box = Mailbox.from_json(o["goal"])
         ev = evaluate(box, o["mailbox"], o["sent"])
         reply = next((g for g in box.goals if g.kind == "reply"), None)
-        reply_open = reply is not None and not ev.met[-1]
+        # The reply goal while it is not met yet (it is the last goal).
+        open_reply = reply if reply is not None and not ev.met[-1] else None
         compose = o["compose"]
-        if compose is not None and not (reply_open and compose["message_id"] == reply.message_id):
+        if compose is not None and not (
+            open_reply is not None and compose["message_id"] == open_reply.message_id
+        ):
             return _close_menu(o) or [click(compose["discard"])]
         # Sent replies cannot be taken back: with every goal met, nothing else is left.
         if all(ev.met) and len(ev.stray) == ev.stray_replies:
@@ -48,7 +51,7 @@ class MailTriageExpert(MacroExpert):
             or self._moves(o, box, goals=True)
             or self._flags(o, box, goals=True)
             or self._unread(o, box, ev.met)
-            or (self._reply(o, reply) if reply_open else [])
+            or (self._reply(o, open_reply) if open_reply is not None else [])
             or _no_plan()
         )
 

@@ -19,7 +19,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from uirl_gym.tasks.base import Task
+from uirl_gym.tasks.base import Task, is_int
 from uirl_gym.tasks.mail_triage.data import (
     ME,
     Mailbox,
@@ -103,7 +103,7 @@ class MailTriageTask(Task):
     def _checked_reply(self, event: Mapping[str, Any]) -> dict[str, Any]:
         assert self.box is not None
         to, body = event.get("in_reply_to"), event.get("body")
-        if isinstance(to, bool) or not isinstance(to, int) or not 0 <= to < len(self.box.messages):
+        if not is_int(to) or not 0 <= to < len(self.box.messages):
             raise ValueError(f"in_reply_to: {to!r} is not a message id")
         if not isinstance(body, str) or len(body) > MAX_REPLY_CHARS:
             raise ValueError(f"body: expected a text of at most {MAX_REPLY_CHARS} characters")

@@ -418,8 +418,8 @@ def generate_tree(
     initial = {i: SETTINGS[i].random_value(rng) for i in placements}
     defaults = {i: SETTINGS[i].random_value(rng) for i in placements}
     tree = SettingsTree(sections, placements, initial, defaults)
-    for t in targets:
-        tree.targets[t.id] = _different_value(rng, t, initial[t.id])
+    for target in targets:
+        tree.targets[target.id] = _different_value(rng, target, initial[target.id])
     return tree
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from uirl_gym.tasks.base import Task
+from uirl_gym.tasks.base import Task, is_int
 from uirl_gym.tasks.shop_checkout.data import (
     BRANDS,
     CATEGORIES,
@@ -170,7 +170,7 @@ def _checked_lines(lines: Any, num_products: int) -> list[dict[str, int]]:
     for line in lines:
         pid = line.get("product_id") if isinstance(line, Mapping) else None
         qty = line.get("quantity") if isinstance(line, Mapping) else None
-        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (pid, qty)):
+        if not (is_int(pid) and is_int(qty)):
             raise ValueError("lines: every line needs an integer product_id and quantity")
         if not 0 <= pid < num_products or not 1 <= qty <= MAX_LINE_QUANTITY:
             raise ValueError(

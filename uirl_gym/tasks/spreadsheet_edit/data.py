@@ -317,8 +317,8 @@ def evaluate(
         for e in goal.edits
     ]
     candidates = _insert_candidates(goal, rows)
-    for ins, row_id in zip(goal.inserts, candidates, strict=True):
-        cells = next((r["cells"] for r in rows if r["id"] == row_id), None)
+    for ins, candidate in zip(goal.inserts, candidates, strict=True):
+        cells = next((r["cells"] for r in rows if r["id"] == candidate), None)
         met.append(cells is not None and _row_matches(cells, ins.cells))
     taken = set(candidates)
     stray += [

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
-from uirl_gym.tasks.base import Task
+from uirl_gym.tasks.base import Task, is_int
 from uirl_gym.tasks.spreadsheet_edit.data import (
     COLUMNS,
     HEADER,
@@ -130,7 +130,7 @@ class SpreadsheetEditTask(Task):
         if not isinstance(rows, list) or len(rows) > MAX_RECORD_ROWS:
             raise ValueError(f"rows: expected a list of at most {MAX_RECORD_ROWS} rows")
         ids = [r.get("id") if isinstance(r, Mapping) else None for r in rows]
-        if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in ids):
+        if any(not is_int(i) or i < 0 for i in ids):
             raise ValueError("rows: every row needs a non-negative integer id")
         if len(set(ids)) != len(ids):
             raise ValueError("rows: ids must be unique")
@@ -176,7 +176,7 @@ class SpreadsheetEditTask(Task):
         }
 
 
-def _cells_ok(cells: Any) -> bool:
+def _cells_ok(cells: Any) -> TypeGuard[list[str]]:
     return (
         isinstance(cells, list)
         and len(cells) == len(COLUMNS)
