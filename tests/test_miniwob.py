@@ -25,6 +25,7 @@ from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.base import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks import TASK_GROUPS, TASKS, expand_tasks, task_spec
+from uirl_gym.tasks.base import BRIDGE_PATH
 from uirl_gym.tasks.miniwob.expert import SOLVED_TASKS
 from uirl_gym.tasks.miniwob.wheel import miniwob_tasks
 
@@ -322,7 +323,10 @@ def test_the_page_is_served_from_the_wheel(sessions: list[SessionInfo]) -> None:
 
     base = sessions[0].base_url
     page = requests.get(f"{base}/task/files/miniwob.click-test/miniwob/click-test.html", timeout=10)
-    assert page.ok and "window.uirlLoad" in page.text and "Click Me!" in page.text
+    # One bridge: the page loads uirl's (as every task app does), then MiniWoB++'s script.
+    assert page.ok and f'<script src="{BRIDGE_PATH}"></script>' in page.text
+    assert "Click Me!" in page.text
+    assert requests.get(f"{base}{BRIDGE_PATH}", timeout=10).text.count("window.uirlLoad") >= 1
     core = requests.get(f"{base}/task/files/miniwob.click-test/core/core.js", timeout=10)
     assert core.ok and "core.startEpisodeReal" in core.text
     for bad in ("../../../etc/passwd", "core/nope.js", "%2e%2e/%2e%2e/setup.py"):
