@@ -36,7 +36,10 @@ def test_each_phase_config_loads(tmp_path: Path) -> None:
     from uirl_agents.trainers.config import GRPOConfig, RSConfig
 
     demo = runpy.run_path(str(SCRIPT))  # the module's constants; main() is not called
+    # Each parsed config would draw its own Kubernetes run id (its pods' label): fixed
+    # here so that the configs compare equal.
     common = ["--config", str(demo["CONFIG"]), "--output-dir", str(tmp_path)]
+    common += ["--env.kubernetes.run_id", "demo"]
     cold, _ = parse_args(RSConfig, [*common, *demo["cold_start_args"]()], "cold start")
     assert cold.iterations == 1
     assert cold.rs.expert_episodes >= 1
