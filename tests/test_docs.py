@@ -77,3 +77,100 @@ def test_every_config_key_the_docs_mention_exists() -> None:
             if not is_known(key, keys):
                 unknown.append(f"{page.relative_to(ROOT)}: `{key}`")
     assert not unknown, "config keys the docs name that do not exist:\n" + "\n".join(unknown)
+
+
+# ---- the "as built" map in docs/architecture.md ------------------------------------------
+
+PACKAGES = ("uirl_gym", "uirl_agents")
+# A path entry: a file or folder name, optionally under folders (`runtimes/base.py`).
+ENTRY = re.compile(r"[\w.]+(?:/[\w.]*)*")
+# The line for one task folder names the layout every task folder shares.
+EACH_TASK = "(and so each task)"
+
+
+def map_block() -> list[str]:
+    """The lines of the fenced block that follows "As built:" in docs/architecture.md."""
+    text = (ROOT / "docs" / "architecture.md").read_text("utf-8")
+    after = text.split("\nAs built:\n", 1)[1]
+    block = after.split("```", 2)[1]
+    return block.split("\n")[1:]
+
+
+def mapped_paths() -> tuple[set[str], set[str]]:
+    """The files and the task-folder layout the map names, as repository paths.
+
+    A line is ``<indent><entries>  <description>``: entries are comma-separated paths
+    relative to the folder of the nearest less-indented folder entry; after the first,
+    entries are relative to the first one's folder (``runtimes/kubernetes.py,
+    k8s_pods.py``). A folder entry's description may name its files (``policies/  base.py
+    (...), random.py``). A line whose first column is not a list of paths continues the
+    description above it.
+    """
+    records: list[tuple[int, list[str], str]] = []  # (indent, entries, description)
+    for line in map_block():
+        if not line.strip():
+            continue
+        first, _, description = line.strip().partition("  ")
+        entries = [e.strip() for e in first.split(",")]
+        if all(ENTRY.fullmatch(e) for e in entries):
+            records.append((len(line) - len(line.lstrip()), entries, description))
+        elif records:  # a description's continuation
+            indent, entries, above = records[-1]
+            records[-1] = (indent, entries, f"{above} {line.strip()}")
+    files: set[str] = set()
+    task_layout: set[str] = set()
+    folders: list[tuple[int, str]] = []  # (indent, folder path) of the open folder entries
+    for indent, entries, description in records:
+        while folders and folders[-1][0] >= indent:
+            folders.pop()
+        base = folders[-1][1] if folders else ""
+        head_folder = base + entries[0][: entries[0].rfind("/") + 1]
+        for i, entry in enumerate(entries):
+            path = (base if i == 0 else head_folder) + entry
+            if not path.endswith("/"):
+                files.add(path)
+                continue
+            folders.append((indent, path))
+            named = set(re.findall(r"(?<![\w/])[\w/]+\.py\b", description))
+            files |= {path + name for name in named}
+            if EACH_TASK in description:
+                task_layout |= named
+    return files, task_layout
+
+
+def package_modules() -> set[str]:
+    return {
+        str(p.relative_to(ROOT))
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("*.py")
+        if "__pycache__" not in p.parts
+    }
+
+
+def test_every_module_of_both_packages_is_on_the_map() -> None:
+    """Every module but the packages' ``__init__.py`` files; a task folder's modules may
+    be named by the one task-folder line's layout (``data.py, task.py, ...``)."""
+    files, task_layout = mapped_paths()
+    assert task_layout >= {"__init__.py", "task.py"}, "the task-folder line lost its layout"
+
+    def covered(module: str) -> bool:
+        parts = module.split("/")
+        in_task_folder = len(parts) == 4 and parts[:2] == ["uirl_gym", "tasks"]
+        return (
+            module in files
+            or parts[-1] == "__init__.py"
+            or (in_task_folder and parts[3] in task_layout)
+        )
+
+    missing = sorted(m for m in package_modules() if not covered(m))
+    assert not missing, "modules missing from the map in docs/architecture.md:\n" + "\n".join(
+        missing
+    )
+
+
+def test_every_file_the_map_names_exists() -> None:
+    files, _ = mapped_paths()
+    gone = sorted(f for f in files if f.endswith(".py") and not (ROOT / f).is_file())
+    assert not gone, "the map in docs/architecture.md names files that do not exist:\n" + (
+        "\n".join(gone)
+    )
