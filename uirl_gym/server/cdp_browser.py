@@ -289,9 +289,7 @@ class CdpBrowserSession:
         self._process.connection.on("__closed__", self._on_closed)
         self._pages = {}
         self._process.connection.on("Target.targetCreated", self._on_target_created)
-        self._process.connection.on(
-            "Target.targetDestroyed", lambda p: self._pages.pop(p.get("targetId"), None)
-        )
+        self._process.connection.on("Target.targetDestroyed", self._on_target_destroyed)
         await self._cdp.send("Target.setDiscoverTargets", {"discover": True})
         self.alive = True
         self.launches += 1
@@ -316,6 +314,9 @@ class CdpBrowserSession:
         for target in (await self._cdp.send("Target.getTargets"))["targetInfos"]:
             if target["type"] == "page":
                 await self._cdp.send("Target.closeTarget", {"targetId": target["targetId"]})
+
+    def _on_target_destroyed(self, params: dict[str, Any]) -> None:
+        self._pages.pop(params.get("targetId", ""), None)
 
     def _on_target_created(self, params: dict[str, Any]) -> None:
         """A second page in an episode's context was opened by its page (a new tab or
@@ -478,7 +479,7 @@ class CdpBrowserSession:
             )
 
         def context_destroyed(params: dict[str, Any]) -> None:
-            tab.contexts.pop(params.get("executionContextId"), None)
+            tab.contexts.pop(params.get("executionContextId", 0), None)
 
         cdp.on("Page.frameStartedLoading", started, sid)
         cdp.on("Page.frameStoppedLoading", stopped, sid)
@@ -648,7 +649,7 @@ class CdpBrowserSession:
         """
         if params.get("name") != _RAW_BINDING:
             return
-        context_id = params.get("executionContextId")
+        context_id = params.get("executionContextId", 0)
         try:
             call = orjson.loads(params.get("payload", ""))
             call_id = int(call["id"])
@@ -773,16 +774,16 @@ class CdpBrowserSession:
             await self._cdp.send(method, params, session_id=session_id)
             return
         sent = asyncio.ensure_future(self._cdp.send(method, params, session_id=session_id))
-        frames = 0
+        begun = 0
         while not sent.done():
             await self._begin_frame()
-            frames += 1
+            begun += 1
             # A frame begun before the event reached the renderer does not deliver it
             # (about half the time): the next one does, so the first frames follow each
             # other closely (one without damage costs ~1 ms); should more be needed
             # (a loaded machine), draw at 60 Hz, as a display would, until Chromium
             # acknowledges the event (or the command times out).
-            await asyncio.wait({sent}, timeout=0.003 if frames < 4 else 0.016)
+            await asyncio.wait({sent}, timeout=0.003 if begun < 4 else 0.016)
         await sent
 
     def _page_point(self, x: float, y: float) -> tuple[int, int]:
