@@ -279,7 +279,7 @@ def load_model_and_processor(
     adapter_path: str | Path | None = None,
     image_backend: str = "pil",
     **model_kwargs: Any,
-) -> tuple[PreTrainedModel, ProcessorMixin]:
+) -> tuple[PreTrainedModel | PeftModel, ProcessorMixin]:
     """:func:`load_model` and :func:`load_processor` for one checkpoint.
 
     ``model_kwargs`` go to :func:`load_model` (device, dtype, attn_implementation, ...).

@@ -227,7 +227,12 @@ def iter_fields(cls: type, prefix: str = "") -> typing.Iterator[tuple[str, Any, 
         if _is_section(tp):
             yield from iter_fields(tp, f"{prefix}{f.name}.")
             continue
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name}: a config field needs a default")
         yield f"{prefix}{f.name}", tp, default, f.metadata["help"]
 
 

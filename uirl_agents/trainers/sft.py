@@ -46,7 +46,8 @@ def _end_of_turn_ids(processor: ProcessorMixin) -> tuple[int, ...]:
         {"role": "user", "content": [{"type": "text", "text": "x"}]},
         {"role": "assistant", "content": [{"type": "text", "text": _SENTINEL}]},
     ]
-    text = processor.apply_chat_template(messages, tokenize=False)
+    # transformers annotates string contents; its processors take lists of parts.
+    text = processor.apply_chat_template(messages, tokenize=False)  # type: ignore[arg-type]
     suffix = text.split(_SENTINEL, 1)[1]
     ids = processor.tokenizer(suffix, add_special_tokens=False)["input_ids"]
     if not ids:
