@@ -431,6 +431,28 @@ class Action:
         return DEFAULT_SCROLL_AMOUNT if self.amount is None else int(self.amount)
 
     @property
+    def point(self) -> tuple[int, int]:
+        """``(x, y)``: where a click, a move or a drag's press acts.
+
+        Raises:
+            ValueError: a coordinate is missing (:meth:`validate` refuses that action).
+        """
+        if self.x is None or self.y is None:
+            raise ValueError(f"x, y: {self.type.value} needs both coordinates")
+        return self.x, self.y
+
+    @property
+    def end_point(self) -> tuple[int, int]:
+        """``(end_x, end_y)``: where a drag releases the button.
+
+        Raises:
+            ValueError: a coordinate is missing (:meth:`validate` refuses that action).
+        """
+        if self.end_x is None or self.end_y is None:
+            raise ValueError(f"end_x, end_y: {self.type.value} needs both coordinates")
+        return self.end_x, self.end_y
+
+    @property
     def pointer_after(self) -> tuple[int, int] | None:
         """Where the pointer is once the action is done: a drag's release point, else its
         point; None for an action without one (keys, typing, a scroll at the pointer)."""

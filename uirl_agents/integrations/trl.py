@@ -887,17 +887,24 @@ def make_environment(
     if isinstance(options.get("runtime"), Mapping):  # from a YAML config (train_trl.py)
         # One settings object for every task's class: they share its runtime.
         options["runtime"] = RuntimeSettings(**options["runtime"])
-    if not isinstance(task, str):
-        return {
-            TASKS[task_name(t)].env_id: make_environment(  # type: ignore[misc]
-                t,
-                processor=processor,
-                max_completion_length=max_completion_length,
-                turn_tokens=turn_tokens,
-                **options,
-            )
-            for t in task
-        }
+    if isinstance(task, str):
+        return _environment_class(task, processor, max_completion_length, turn_tokens, options)
+    return {
+        TASKS[task_name(t)].env_id: _environment_class(
+            t, processor, max_completion_length, turn_tokens, dict(options)
+        )
+        for t in task
+    }
+
+
+def _environment_class(
+    task: str,
+    processor: Any,
+    max_completion_length: int | None,
+    turn_tokens: int,
+    options: dict[str, Any],
+) -> type[UirlEnvironment]:
+    """:func:`make_environment` for one task; ``options`` is its own (filled in here)."""
     known = set(EnvironmentConfig.__dataclass_fields__) - {"task", "budget"}
     unknown = sorted(set(options) - known)
     if unknown:

@@ -742,15 +742,15 @@ class CdpBrowserSession:
     async def _perform(self, action: Action) -> None:
         t = action.type
         if t is ActionType.MOUSE_MOVE:
-            await self._mouse_move(action.x, action.y)  # type: ignore[arg-type]
+            await self._mouse_move(*action.point)
         elif t is ActionType.LEFT_CLICK:
-            await self._click(action.x, action.y, "left", 1)  # type: ignore[arg-type]
+            await self._click(*action.point, "left", 1)
         elif t is ActionType.RIGHT_CLICK:
-            await self._click(action.x, action.y, "right", 1)  # type: ignore[arg-type]
+            await self._click(*action.point, "right", 1)
         elif t is ActionType.DOUBLE_CLICK:
-            await self._click(action.x, action.y, "left", 2)  # type: ignore[arg-type]
+            await self._click(*action.point, "left", 2)
         elif t is ActionType.TRIPLE_CLICK:
-            await self._click(action.x, action.y, "left", 3)  # type: ignore[arg-type]
+            await self._click(*action.point, "left", 3)
         elif t is ActionType.TYPE:
             await self._type(action.text or "")
         elif t is ActionType.KEYS:
@@ -829,8 +829,8 @@ class CdpBrowserSession:
     async def _drag(self, action: Action) -> None:
         """Press at (x, y), move to (end_x, end_y) in steps with the button held, release:
         the events a person's drag sends (pointer-event drags, selections, sliders)."""
-        x0, y0, x1, y1 = action.x, action.y, action.end_x, action.end_y
-        await self._mouse_move(x0, y0)  # type: ignore[arg-type]
+        (x0, y0), (x1, y1) = action.point, action.end_point
+        await self._mouse_move(x0, y0)
         # Frames begun between the moves of a drag that holds a scrollbar's thumb stop
         # Chromium for good (measured: Chromium 156's headless shell, ``beginFrame``
         # unanswered after the second move, on the viewport's scrollbars). So a drag that
@@ -839,7 +839,7 @@ class CdpBrowserSession:
         # ends where it is dropped, as at 60 Hz. Nothing else is lost: a page gets no
         # mousemove while a scrollbar holds the pointer.
         on_scrollbar = self.frames_on_demand and await self._eval(
-            _js_call(_ON_SCROLLBAR_JS, *self._page_point(x0, y0))  # type: ignore[arg-type]
+            _js_call(_ON_SCROLLBAR_JS, *self._page_point(x0, y0))
         )
         left = _BUTTON_BITS["left"]
         press = {"button": "left", "buttons": left, "clickCount": 1}
@@ -848,8 +848,8 @@ class CdpBrowserSession:
         )
         steps = 1 if on_scrollbar else DRAG_MOVE_STEPS
         for i in range(1, steps + 1):
-            x = x0 + (x1 - x0) * i / steps  # type: ignore[operator]
-            y = y0 + (y1 - y0) * i / steps  # type: ignore[operator]
+            x = x0 + (x1 - x0) * i / steps
+            y = y0 + (y1 - y0) * i / steps
             move = {"type": "mouseMoved", "x": x, "y": y, "button": "left", "buttons": left}
             if on_scrollbar:
                 self._in_background(self._input("Input.dispatchMouseEvent", move, frames=False))
@@ -857,7 +857,7 @@ class CdpBrowserSession:
                 await self._begin_frame()
             else:
                 await self._input("Input.dispatchMouseEvent", move)
-        self._mouse = (x1, y1)  # type: ignore[assignment]
+        self._mouse = (x1, y1)
         await self._input(
             "Input.dispatchMouseEvent",
             {
