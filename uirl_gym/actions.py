@@ -432,25 +432,19 @@ class Action:
 
     @property
     def point(self) -> tuple[int, int]:
-        """``(x, y)``: where a click, a move or a drag's press acts.
-
-        Raises:
-            ValueError: a coordinate is missing (:meth:`validate` refuses that action).
-        """
-        if self.x is None or self.y is None:
-            raise ValueError(f"x, y: {self.type.value} needs both coordinates")
-        return self.x, self.y
+        """``(x, y)``: where a click, a move or a drag's press acts; ValueError when a
+        coordinate is missing (:meth:`validate` refuses such an action)."""
+        return self._both(self.x, self.y, "x, y")
 
     @property
     def end_point(self) -> tuple[int, int]:
-        """``(end_x, end_y)``: where a drag releases the button.
+        """``(end_x, end_y)``: where a drag releases the button; ValueError as ``point``."""
+        return self._both(self.end_x, self.end_y, "end_x, end_y")
 
-        Raises:
-            ValueError: a coordinate is missing (:meth:`validate` refuses that action).
-        """
-        if self.end_x is None or self.end_y is None:
-            raise ValueError(f"end_x, end_y: {self.type.value} needs both coordinates")
-        return self.end_x, self.end_y
+    def _both(self, x: int | None, y: int | None, names: str) -> tuple[int, int]:
+        if x is None or y is None:
+            raise ValueError(f"{names}: {self.type.value} needs both coordinates")
+        return x, y
 
     @property
     def pointer_after(self) -> tuple[int, int] | None:
