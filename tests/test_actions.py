@@ -94,3 +94,12 @@ def test_empty_text_is_a_valid_no_op_and_directions_ignore_case() -> None:
     assert Action(ActionType.TYPE, text="").validate().text == ""
     assert Action(ActionType.SCROLL, direction="DOWN").direction is ScrollDirection.DOWN
     assert parse_act_query({"action_type": "scroll", "direction": "Up"}).action.direction == "up"
+
+
+def test_point_and_end_point_are_whole_or_refused() -> None:
+    drag = Action(ActionType.DRAG, x=1, y=2, end_x=3, end_y=4)
+    assert (drag.point, drag.end_point) == ((1, 2), (3, 4))
+    with pytest.raises(ValueError, match="x, y: left_click needs both coordinates"):
+        _ = Action(ActionType.LEFT_CLICK).point
+    with pytest.raises(ValueError, match="end_x, end_y: drag needs both coordinates"):
+        _ = Action(ActionType.DRAG, x=1, y=2).end_point

@@ -580,6 +580,8 @@ def test_openenv_lost_connection_ends_the_episode_as_a_session_failure() -> None
         obs, info = env.reset(seed=0, options={"num_rows": 1})
         assert obs["screenshot"].shape == (800, 1280, 3) and info["task"] == "simple_data_entry"
         assert env.step(CLICK)[3] is False
+        with pytest.raises(NotImplementedError, match="keeps the task's oracle to itself"):
+            env.oracle()
     _, reward, terminated, truncated, info = env.step(CLICK)  # the server went away
     assert truncated and reward == 0 and "error" in info
     with serve_app(make_app(), port):

@@ -38,6 +38,7 @@ from uirl_agents.trainers.config import (  # noqa: E402
     GRPOConfig,
     ModelConfig,
     RSConfig,
+    config_as,
 )
 from uirl_agents.trainers.grpo import GRPO, grpo_loss, step_samples  # noqa: E402
 from uirl_agents.trainers.loop import select_and_update, update_samples  # noqa: E402
@@ -286,6 +287,13 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
 def test_config_errors_say_what_to_set(overrides: dict, message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         load_config(GRPOConfig, None, overrides)
+
+
+def test_a_trainers_config_is_narrowed_to_its_own_class_or_refused() -> None:
+    rs = load_config(RSConfig, None)
+    assert config_as(rs, RSConfig) is rs
+    with pytest.raises(TypeError, match="expected a GRPOConfig, got a RSConfig"):
+        config_as(rs, GRPOConfig)
 
 
 def test_docs_field_table_is_generated_from_the_dataclasses() -> None:

@@ -212,7 +212,9 @@ def _parse_model(text: str, rest: str | None) -> AgentSpec:
             continue
         options[key] = int(value) if key == "max_tokens" else value
     try:
-        options["quantization"] = quantization_mode(**quant_flags)
+        options["quantization"] = quantization_mode(
+            load_in_8bit=quant_flags["load_in_8bit"], load_in_4bit=quant_flags["load_in_4bit"]
+        )
     except ValueError as exc:
         raise _fail(text, str(exc)) from None
     url = ""

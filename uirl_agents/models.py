@@ -254,7 +254,8 @@ def load_model(
         use_plain_cpu_layout(model, training=False)
     else:
         model = AutoModelForImageTextToText.from_pretrained(str(name_or_path), **kwargs)
-        model.to(device)  # in place
+        # In place. transformers wraps `to` in functools.wraps(Module.to), whose type drops self.
+        model.to(device)  # type: ignore[arg-type]
     loaded: PreTrainedModel | PeftModel = model
     if adapter_path is not None:
         from peft import PeftModel  # only adapter users need peft
@@ -278,7 +279,7 @@ def load_model_and_processor(
     adapter_path: str | Path | None = None,
     image_backend: str = "pil",
     **model_kwargs: Any,
-) -> tuple[PreTrainedModel, ProcessorMixin]:
+) -> tuple[PreTrainedModel | PeftModel, ProcessorMixin]:
     """:func:`load_model` and :func:`load_processor` for one checkpoint.
 
     ``model_kwargs`` go to :func:`load_model` (device, dtype, attn_implementation, ...).

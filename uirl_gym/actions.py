@@ -431,6 +431,22 @@ class Action:
         return DEFAULT_SCROLL_AMOUNT if self.amount is None else int(self.amount)
 
     @property
+    def point(self) -> tuple[int, int]:
+        """``(x, y)``: where a click, a move or a drag's press acts; ValueError when a
+        coordinate is missing (:meth:`validate` refuses such an action)."""
+        return self._both(self.x, self.y, "x, y")
+
+    @property
+    def end_point(self) -> tuple[int, int]:
+        """``(end_x, end_y)``: where a drag releases the button; ValueError as ``point``."""
+        return self._both(self.end_x, self.end_y, "end_x, end_y")
+
+    def _both(self, x: int | None, y: int | None, names: str) -> tuple[int, int]:
+        if x is None or y is None:
+            raise ValueError(f"{names}: {self.type.value} needs both coordinates")
+        return x, y
+
+    @property
     def pointer_after(self) -> tuple[int, int] | None:
         """Where the pointer is once the action is done: a drag's release point, else its
         point; None for an action without one (keys, typing, a scroll at the pointer)."""

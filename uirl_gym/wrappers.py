@@ -107,6 +107,10 @@ class DiscreteClicks(Wrapper[np.ndarray, np.int64, dict[str, Any], Any]):
             a region outside the screenshot, an invalid key, a bad observation size.
     """
 
+    # Gymnasium annotates Wrapper.env with the wrapper's own types (Env[WrapperObsType,
+    # WrapperActType]); the env this one wraps observes dicts and takes uirl Actions.
+    env: Env[dict[str, Any], Any]  # type: ignore[assignment]
+
     def __init__(
         self,
         env: Env,
@@ -118,9 +122,12 @@ class DiscreteClicks(Wrapper[np.ndarray, np.int64, dict[str, Any], Any]):
     ) -> None:
         super().__init__(env)
         obs_space = env.observation_space
-        if not (isinstance(obs_space, spaces.Dict) and "screenshot" in obs_space.spaces):
+        screenshot_space = (
+            obs_space.spaces.get("screenshot") if isinstance(obs_space, spaces.Dict) else None
+        )
+        if not isinstance(screenshot_space, spaces.Box):
             raise ValueError(f"expected an env observing a screenshot, got {obs_space}")
-        height, width = obs_space["screenshot"].shape[:2]
+        height, width = screenshot_space.shape[:2]
         x0, y0, region_w, region_h = region if region is not None else (0, 0, width, height)
         if not (0 <= x0 and 0 <= y0 and 0 < region_w and 0 < region_h):
             raise ValueError(
@@ -165,7 +172,7 @@ class DiscreteClicks(Wrapper[np.ndarray, np.int64, dict[str, Any], Any]):
         screenshot = obs["screenshot"]
         if self.observation_size is None:
             return np.array(screenshot, dtype=np.uint8)
-        image = Image.fromarray(screenshot).resize(self.observation_size, Image.BILINEAR)
+        image = Image.fromarray(screenshot).resize(self.observation_size, Image.Resampling.BILINEAR)
         return np.array(image, dtype=np.uint8)
 
     def reset(self, **kwargs: Any) -> tuple[np.ndarray, dict[str, Any]]:

@@ -149,7 +149,9 @@ def parse_kwargs(args: str) -> dict[str, str]:
         else:
             raise FormatParseError(f"argument {name}: unterminated string {args[pos:]!r}")
         out[name] = _unescape(args[pos + 1 : end])
-        pos = _SEPARATOR.match(args, end + 1).end()  # type: ignore[union-attr]
+        separator = _SEPARATOR.match(args, end + 1)
+        assert separator is not None  # it matches the empty string too
+        pos = separator.end()
     return out
 
 

@@ -76,7 +76,7 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol, cast
 
 import numpy as np
 from PIL import Image
@@ -171,7 +171,8 @@ class TokenBudget:
 
         def result_ids(content: list[dict[str, Any]]) -> list[int]:
             message = {"role": "tool", "name": "click", "content": content}
-            return GRPOTrainer._get_tool_suffix_ids(trainer, [message])
+            # The attributes the method reads, without building a trainer (a model).
+            return GRPOTrainer._get_tool_suffix_ids(cast(GRPOTrainer, trainer), [message])
 
         def result_tokens(content: list[dict[str, Any]]) -> int:
             return len(result_ids(content))
@@ -388,10 +389,10 @@ class _GymBackend:
 class _OpenEnvBackend:
     """A session on an OpenEnv server (``python -m uirl_gym.openenv``), over its WebSocket."""
 
-    def __init__(self, config: EnvironmentConfig) -> None:
+    def __init__(self, url: str, config: EnvironmentConfig) -> None:
         from uirl_gym.openenv import OpenEnvSession
 
-        self.session = OpenEnvSession(config.openenv_url, message_timeout_s=config.step_timeout_s)
+        self.session = OpenEnvSession(url, message_timeout_s=config.step_timeout_s)
         self.task = TASKS[config.task].env_id
         self.split = config.split
 
@@ -432,7 +433,7 @@ def _world_size() -> int:
 
 def _open_backend(config: EnvironmentConfig) -> EpisodeBackend:
     if config.openenv_url:
-        return _OpenEnvBackend(config)
+        return _OpenEnvBackend(config.openenv_url, config)
     return _GymBackend(config)
 
 
@@ -886,17 +887,24 @@ def make_environment(
     if isinstance(options.get("runtime"), Mapping):  # from a YAML config (train_trl.py)
         # One settings object for every task's class: they share its runtime.
         options["runtime"] = RuntimeSettings(**options["runtime"])
-    if not isinstance(task, str):
-        return {
-            TASKS[task_name(t)].env_id: make_environment(  # type: ignore[misc]
-                t,
-                processor=processor,
-                max_completion_length=max_completion_length,
-                turn_tokens=turn_tokens,
-                **options,
-            )
-            for t in task
-        }
+    if isinstance(task, str):
+        return _environment_class(task, processor, max_completion_length, turn_tokens, options)
+    return {
+        TASKS[task_name(t)].env_id: _environment_class(
+            t, processor, max_completion_length, turn_tokens, dict(options)
+        )
+        for t in task
+    }
+
+
+def _environment_class(
+    task: str,
+    processor: Any,
+    max_completion_length: int | None,
+    turn_tokens: int,
+    options: dict[str, Any],
+) -> type[UirlEnvironment]:
+    """:func:`make_environment` for one task; ``options`` is its own (filled in here)."""
     known = set(EnvironmentConfig.__dataclass_fields__) - {"task", "budget"}
     unknown = sorted(set(options) - known)
     if unknown:
@@ -1018,12 +1026,16 @@ def _tool_images(completion: Any) -> int:
     """Screenshots in a rollout's completion (the tool results TRL kept)."""
     if not isinstance(completion, list):
         return 0
-    return sum(
-        isinstance(part, dict) and part.get("type") == "image"
-        for message in completion
-        if isinstance(message, dict) and message.get("role") == "tool"
-        for part in (message.get("content") if isinstance(message.get("content"), list) else [])
-    )
+    images = 0
+    for message in completion:
+        if not (isinstance(message, dict) and message.get("role") == "tool"):
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            images += sum(
+                isinstance(part, dict) and part.get("type") == "image" for part in content
+            )
+    return images
 
 
 def _budget_ended(env: UirlEnvironment) -> bool:

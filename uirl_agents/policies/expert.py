@@ -38,7 +38,7 @@ class ExpertPolicy:
         self,
         oracle: Callable[[int], dict[str, Any]],
         *,
-        task: str | Callable[[int], str] = "simple_data_entry",
+        task: str | Callable[[int], str | None] = "simple_data_entry",
         format: ModelFormat | None = None,
         mode: str | None = None,
         max_images: int = 1,
@@ -53,7 +53,10 @@ class ExpertPolicy:
         self._experts: dict[int, Any] = {}
 
     def _new_expert(self, env_index: int) -> Any:
-        make = task_spec(self._task_of(env_index)).expert
+        task = self._task_of(env_index)
+        if task is None:  # a sub-env's episode_task before its first reset
+            raise RuntimeError(f"sub-env {env_index} runs no episode: reset it first")
+        make = task_spec(task).expert
         takes_mode = "mode" in inspect.signature(make).parameters
         return make(**({"mode": self.mode} if takes_mode and self.mode is not None else {}))
 

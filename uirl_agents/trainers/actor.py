@@ -58,6 +58,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# What the learner hands the actor: a snapshot of the trainable weights (HF; None: the
+# actor's copy as it is), or the policy naming the newest adapter (vLLM).
+Published = dict[str, torch.Tensor] | Policy | None
 # What a trainer collects for iteration i with a policy (GRPO: episodes; RS: + demos).
 CollectFn = Callable[[int, Policy], T]
 STALENESS_HISTOGRAM = "staleness_histogram"  # run.state key: staleness -> episodes trained
@@ -210,7 +213,7 @@ class AsyncRollouts(Generic[T]):
             )
         self._cond = threading.Condition()
         # The newest weights: HF, a snapshot (None: the copy's own); vLLM, the policy.
-        self._published: object = None if self._weights is not None else run.policy
+        self._published: Published = None if self._weights is not None else run.policy
         self._loaded = self.version  # the version the actor's weights hold
         # Unbounded on purpose: the version gate keeps at most max_staleness + 1
         # iterations in it, and the actor never blocks on a put.
@@ -256,17 +259,19 @@ class AsyncRollouts(Generic[T]):
                 logger.exception("actor failed")
             self._queue.put(exc)
 
-    def _newest_weights(self, at_least: int) -> tuple[int, object]:
+    def _newest_weights(self, at_least: int) -> tuple[int, Published]:
         with self._cond:
             while self.version < at_least and not self._stop.is_set():
                 self._cond.wait(timeout=_POLL_S)
             return self.version, self._published
 
-    def _load(self, version: int, weights: object) -> Policy:
+    def _load(self, version: int, weights: Published) -> Policy:
         if self._weights is None:  # vLLM: the policy naming the newest adapter
-            return weights  # type: ignore[return-value]
+            assert weights is not None and not isinstance(weights, dict)
+            return weights
         if version != self._loaded:
-            self._weights.load(weights)  # type: ignore[arg-type]
+            assert isinstance(weights, dict)  # every publish after the first version
+            self._weights.load(weights)
             self._loaded = version
         return self._weights.policy
 

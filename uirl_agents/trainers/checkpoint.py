@@ -19,10 +19,14 @@ import random
 import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +79,7 @@ def save_checkpoint(
     output_dir: str | Path,
     iteration: int,
     *,
-    model: torch.nn.Module,
+    model: PreTrainedModel | PeftModel,
     optimizer_state: dict[str, Any],
     scheduler: torch.optim.lr_scheduler.LRScheduler | None = None,
     model_state: dict[str, torch.Tensor] | None = None,
@@ -107,9 +111,11 @@ def save_checkpoint(
     tmp = final.with_name(final.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    if _is_peft(model):  # the trained adapter only (not a frozen reference adapter)
+    from peft import PeftModel
+
+    if isinstance(model, PeftModel):  # the trained adapter only (not a frozen reference one)
         model.save_pretrained(
-            tmp / ADAPTER_DIR, selected_adapters=["default"], state_dict=model_state
+            str(tmp / ADAPTER_DIR), selected_adapters=["default"], state_dict=model_state
         )
     else:
         model.save_pretrained(tmp / MODEL_DIR, state_dict=model_state)
@@ -166,9 +172,3 @@ def load_rng(checkpoint: Path, rank: int, world_size: int) -> None:
         )
         return
     set_rng_state(states[rank])
-
-
-def _is_peft(model: torch.nn.Module) -> bool:
-    from peft import PeftModel
-
-    return isinstance(model, PeftModel)

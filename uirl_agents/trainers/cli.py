@@ -21,16 +21,19 @@ import types
 import typing
 from dataclasses import MISSING
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 
-from uirl_agents.trainers.config import GRPOConfig, RSConfig, TrainConfig
+from uirl_agents.trainers.config import ConfigT, GRPOConfig, RSConfig, TrainConfig
 from uirl_agents.trainers.metrics import MetricsBackendMissingError, check_backends
 
 logger = logging.getLogger(__name__)
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def _is_section(tp: Any) -> bool:
@@ -106,7 +109,7 @@ MOVED_FIELDS = {
 
 def _build(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     hints = _hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    names = [f.name for f in dataclasses.fields(cls)]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         if f"{prefix}{key}" in MOVED_FIELDS:
@@ -227,7 +230,12 @@ def iter_fields(cls: type, prefix: str = "") -> typing.Iterator[tuple[str, Any, 
         if _is_section(tp):
             yield from iter_fields(tp, f"{prefix}{f.name}.")
             continue
-        default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        else:
+            raise TypeError(f"{cls.__name__}.{f.name}: a config field needs a default")
         yield f"{prefix}{f.name}", tp, default, f.metadata["help"]
 
 
@@ -287,7 +295,9 @@ def field_overrides(args: argparse.Namespace, prefix: str = "") -> dict[str, Any
     }
 
 
-def parse_args(cls: type[T], argv: list[str] | None, description: str) -> tuple[T, Path]:
+def parse_args(
+    cls: type[ConfigT], argv: list[str] | None, description: str
+) -> tuple[ConfigT, Path]:
     """Parse ``--config FILE --output-dir DIR [--section.field VALUE ...]``.
 
     Raises:
@@ -299,7 +309,7 @@ def parse_args(cls: type[T], argv: list[str] | None, description: str) -> tuple[
     try:
         config = load_config(cls, args.config, field_overrides(args))
         # Before any work: a run that cannot log its metrics must not start at all.
-        check_backends(config.logging.report_to)  # type: ignore[attr-defined]
+        check_backends(config.logging.report_to)
     except (ValueError, MetricsBackendMissingError) as exc:
         parser.error(str(exc))
     return config, args.output_dir

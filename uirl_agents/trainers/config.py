@@ -549,6 +549,21 @@ class TrainConfig:
         return False
 
 
+ConfigT = typing.TypeVar("ConfigT", bound=TrainConfig)
+
+
+def config_as(config: TrainConfig, kind: type[ConfigT]) -> ConfigT:
+    """``config`` as its trainer's own class (``config_as(run.config, RSConfig).rs``): a
+    :class:`~uirl_agents.trainers.run.TrainingRun` holds the shared :class:`TrainConfig`.
+
+    Raises:
+        TypeError: ``config`` is another trainer's.
+    """
+    if not isinstance(config, kind):
+        raise TypeError(f"expected a {kind.__name__}, got a {type(config).__name__}")
+    return config
+
+
 @dataclass
 class RSConfig(TrainConfig):
     """Expert iteration: the shared sections + ``rs``."""

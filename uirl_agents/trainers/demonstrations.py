@@ -13,6 +13,7 @@ from __future__ import annotations
 from uirl_agents.policies.context import EpisodeContexts
 from uirl_agents.policies.expert import ExpertPolicy
 from uirl_agents.rollout import EpisodeSpec
+from uirl_agents.trainers.config import RSConfig, config_as
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.specs import DEMO_STREAM
 from uirl_agents.trajectories import Episode, iter_episodes
@@ -26,7 +27,7 @@ def demonstration_specs(run: TrainingRun, num_episodes: int) -> list[EpisodeSpec
 
 def collect_demonstrations(run: TrainingRun) -> list[Episode]:
     """Expert episodes, each step written as the model would (prompt, images, text)."""
-    cfg = run.config
+    cfg = config_as(run.config, RSConfig)
     expert = ExpertPolicy(
         lambda i: run.envs.envs[i].oracle(),
         task=lambda i: run.envs.envs[i].episode_task,
@@ -47,7 +48,7 @@ def load_demonstrations(run: TrainingRun) -> list[Episode]:
     """
     contexts = EpisodeContexts(run.format, max_images=run.config.rollout.max_images)
     mine, seen = [], 0
-    for run_dir in run.config.rs.demonstrations:
+    for run_dir in config_as(run.config, RSConfig).rs.demonstrations:
         # Only this process's episodes stay in memory; the others' are read and dropped.
         for episode in iter_episodes(run_dir):
             seen += 1

@@ -16,6 +16,7 @@ import contextlib
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from accelerate import Accelerator
@@ -26,6 +27,10 @@ from uirl_agents.quantization import quantization_mode, use_plain_cpu_layout
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.config import TINY_MODEL, TINY_MODEL_DIR, ModelConfig
 from uirl_agents.trainers.lora import lora_target_modules
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +61,7 @@ def build_model(
     device: torch.device,
     checkpoint: Path | None = None,
     reference_adapter: str | Path | None = None,
-) -> torch.nn.Module:
+) -> PreTrainedModel | PeftModel:
     """The trainable policy model: base + LoRA (or all weights), restored from a checkpoint.
 
     Args:
@@ -75,12 +80,13 @@ def build_model(
         with ``freeze_vision_tower``); in eval mode.
     """
     dtype = compute_dtype(cfg, device)
-    kwargs = {"device": device, "attn_implementation": cfg.attn_implementation}
     if cfg.lora_rank == 0:
         source = checkpoint / ckpt.MODEL_DIR if checkpoint is not None else model_path
         # AdamW on bf16 weights loses updates below bf16's resolution (1e-5 * 1 rounds
         # away): the weights stay float32 and forward passes autocast to `dtype`.
-        model = load_model(source, dtype=torch.float32, **kwargs)
+        model: PreTrainedModel | PeftModel = load_model(
+            source, dtype=torch.float32, device=device, attn_implementation=cfg.attn_implementation
+        )
         model.requires_grad_(True)
         if cfg.freeze_vision_tower:
             frozen = [p for n, p in model.named_parameters() if VISION_TOWER.search(n)]
@@ -93,7 +99,13 @@ def build_model(
         quantization = quantization_mode(
             load_in_8bit=cfg.load_in_8bit, load_in_4bit=cfg.load_in_4bit
         )
-        model = load_model(model_path, dtype=dtype, quantization=quantization, **kwargs)
+        model = load_model(
+            model_path,
+            dtype=dtype,
+            quantization=quantization,
+            device=device,
+            attn_implementation=cfg.attn_implementation,
+        )
         if quantization is not None:
             # peft's QLoRA recipe: the quantized base frozen, the layers kept in float
             # (norms, embeddings, head) upcast to float32 for stable adapter gradients.
@@ -172,7 +184,14 @@ def reference_policy(model: torch.nn.Module) -> Iterator[None]:
 
     With a run that started from an adapter, that is the adapter as it was loaded
     (kept as a second, frozen peft adapter); else the base model (adapter disabled).
+
+    Raises:
+        TypeError: ``model`` has no LoRA adapter (the config asks for one with a KL term).
     """
+    from peft import PeftModel
+
+    if not isinstance(model, PeftModel):
+        raise TypeError(f"the reference policy needs a LoRA model, got {type(model).__name__}")
     if REFERENCE_ADAPTER in model.peft_config:
         model.set_adapter(REFERENCE_ADAPTER, inference_mode=True)
         try:

@@ -124,7 +124,11 @@ def read_run(run_dir: str | Path) -> TrainedRun:
     config_file = configs[-1]
     trainer = config_file.stem.removeprefix("config_")
     # A PPO run is the GRPO trainer with algorithm: ppo (its value head stays behind).
-    config_classes = {"rs": RSConfig, "grpo": GRPOConfig, "ppo": GRPOConfig}
+    config_classes: dict[str, type[TrainConfig]] = {
+        "rs": RSConfig,
+        "grpo": GRPOConfig,
+        "ppo": GRPOConfig,
+    }
     if trainer not in config_classes:
         raise RunNotPushableError(run_dir, f"the config of a {' or '.join(config_classes)} run")
     config = load_config(config_classes[trainer], config_file)
@@ -188,7 +192,10 @@ def _save_merged(run: TrainedRun, adapter: Path, out_dir: Path) -> None:
     from uirl_agents.models import default_device, load_model, resolve_dtype
 
     dtype = resolve_dtype(run.config.model.dtype, default_device())
+    from peft import PeftModel
+
     model = load_model(run.base_model, adapter_path=adapter, device="cpu", dtype=dtype)
+    assert isinstance(model, PeftModel)  # load_model puts the adapter on
     model.merge_and_unload().save_pretrained(out_dir)
 
 

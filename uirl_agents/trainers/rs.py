@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from uirl_agents.policies.base import Policy
+from uirl_agents.trainers.config import RSConfig, config_as
 from uirl_agents.trainers.demonstrations import collect_demonstrations, load_demonstrations
 from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
 from uirl_agents.trainers.run import TrainingRun
@@ -40,7 +41,7 @@ class ExpertIteration(Algorithm):
 
     def collect(self, run: TrainingRun, iteration: int, policy: Policy) -> Sources:
         """The policy's episodes; in iteration 0 also the expert's and the recorded ones."""
-        rs = run.config.rs
+        rs = config_as(run.config, RSConfig).rs
         episodes = run.collect_iteration(iteration, policy)
         first = iteration == 0
         demos = collect_demonstrations(run) if first and rs.expert_episodes else []
@@ -49,12 +50,18 @@ class ExpertIteration(Algorithm):
 
     def select(self, run: TrainingRun, sources: Sources) -> tuple[list[Episode], dict[str, float]]:
         episodes = [*sources[DEMONSTRATIONS], *sources[RECORDED], *sources[ROLLOUT]]
-        kept = [e for e in episodes if e.total_reward >= run.config.rs.reward_threshold]
+        kept = [
+            e
+            for e in episodes
+            if e.total_reward >= config_as(run.config, RSConfig).rs.reward_threshold
+        ]
         fraction = run.sum_all(len(kept)) / max(1.0, run.sum_all(len(episodes)))
         return kept, {"rollout/kept_fraction": fraction}
 
     def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
-        return sft_samples(run, episodes, drop_unparsed=run.config.rs.drop_unparsed_steps)
+        return sft_samples(
+            run, episodes, drop_unparsed=config_as(run.config, RSConfig).rs.drop_unparsed_steps
+        )
 
     def loss(self, run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
         return sft_loss(run, batch)

@@ -25,6 +25,7 @@ import logging
 from collections.abc import Iterable, Sequence
 
 import torch
+from transformers import ProcessorMixin
 
 from uirl_agents.policies.hf import encode_prompts
 from uirl_agents.trainers.run import TrainingRun
@@ -39,13 +40,14 @@ _SENTINEL = "\x00uirl-end-of-text\x00"
 
 
 @functools.cache
-def _end_of_turn_ids(processor: object) -> tuple[int, ...]:
+def _end_of_turn_ids(processor: ProcessorMixin) -> tuple[int, ...]:
     """The token(s) the chat template puts right after an assistant turn's text."""
     messages = [
         {"role": "user", "content": [{"type": "text", "text": "x"}]},
         {"role": "assistant", "content": [{"type": "text", "text": _SENTINEL}]},
     ]
-    text = processor.apply_chat_template(messages, tokenize=False)
+    # transformers annotates string contents; its processors take lists of parts.
+    text = processor.apply_chat_template(messages, tokenize=False)  # type: ignore[arg-type]
     suffix = text.split(_SENTINEL, 1)[1]
     ids = processor.tokenizer(suffix, add_special_tokens=False)["input_ids"]
     if not ids:
@@ -53,7 +55,7 @@ def _end_of_turn_ids(processor: object) -> tuple[int, ...]:
     return (ids[0],)
 
 
-def completion_ids_of_text(processor: object, text: str) -> list[int]:
+def completion_ids_of_text(processor: ProcessorMixin, text: str) -> list[int]:
     """Token ids of a completion given as text: its tokens and the end-of-turn token."""
     ids = processor.tokenizer(text, add_special_tokens=False)["input_ids"]
     return [*ids, *_end_of_turn_ids(processor)]

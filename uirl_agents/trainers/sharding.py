@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -71,9 +71,10 @@ def shard_model(model: torch.nn.Module, compute_dtype: torch.dtype) -> int:
     stored shards keep their own dtype (float32 master weights for full fine-tuning and
     for LoRA adapters); gradients are reduced in float32.
     """
+    from peft import PeftModel
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    root = model.get_base_model() if hasattr(model, "get_base_model") else model
+    root = model.get_base_model() if isinstance(model, PeftModel) else model
     layer_classes = set(getattr(root, "_no_split_modules", None) or ())
     if not layer_classes:
         raise ValueError(
@@ -142,7 +143,8 @@ def full_model_state(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     options = StateDictOptions(full_state_dict=True, cpu_offload=True)
-    return get_model_state_dict(model, options=options)
+    # Whole tensors on CPU with these options (the annotation also allows sharded ones).
+    return cast(dict[str, torch.Tensor], get_model_state_dict(model, options=options))
 
 
 def optimizer_state(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:

@@ -175,14 +175,13 @@ def split_evenly(items: Sequence[T], parts: int, weight: Callable[[T], int]) -> 
     return [[items[i] for i in sorted(part)] for part in members]
 
 
-def all_reduce_gradients(params: Sequence[torch.nn.Parameter]) -> None:
-    """Sum the parameters' gradients (none may be None) over processes, in buckets of
-    ~``BUCKET_BYTES``."""
-    bucket: list[torch.nn.Parameter] = []
+def all_reduce_gradients(grads: Sequence[torch.Tensor]) -> None:
+    """Sum the gradients over processes, in place, in buckets of ~``BUCKET_BYTES``."""
+    bucket: list[torch.Tensor] = []
     size = 0
-    for p in params:
-        bucket.append(p)
-        size += p.grad.numel() * p.grad.element_size()
+    for grad in grads:
+        bucket.append(grad)
+        size += grad.numel() * grad.element_size()
         if size >= BUCKET_BYTES:
             _all_reduce_bucket(bucket)
             bucket, size = [], 0
@@ -190,27 +189,29 @@ def all_reduce_gradients(params: Sequence[torch.nn.Parameter]) -> None:
         _all_reduce_bucket(bucket)
 
 
-def _all_reduce_bucket(bucket: list[torch.nn.Parameter]) -> None:
-    flat = torch.cat([p.grad.flatten() for p in bucket])
+def _all_reduce_bucket(bucket: list[torch.Tensor]) -> None:
+    flat = torch.cat([grad.flatten() for grad in bucket])
     dist.all_reduce(flat)
     offset = 0
-    for p in bucket:
-        n = p.grad.numel()
-        p.grad.copy_(flat[offset : offset + n].view_as(p.grad))
+    for grad in bucket:
+        n = grad.numel()
+        grad.copy_(flat[offset : offset + n].view_as(grad))
         offset += n
 
 
 def optimizer_step(run: TrainingRun) -> float:
     """Sum gradients over processes, clip, step; returns the pre-clip gradient norm."""
     params = run.trainable
+    grads = []
     for p in params:
         # No data in this step (on this process): a zero gradient, not None, so that
         # AdamW still takes its step (its moments decay) exactly as with data whose
         # gradient is 0, and every process takes part in the all-reduce.
         if p.grad is None:
             p.grad = torch.zeros_like(p)
+        grads.append(p.grad)
     if run.world_size > 1 and not run.sharded:  # FSDP has summed them in backward
-        all_reduce_gradients(params)
+        all_reduce_gradients(grads)
     max_norm = run.config.optim.max_grad_norm or math.inf
     grad_norm = float(sharding.whole(torch.nn.utils.clip_grad_norm_(params, max_norm)))
     run.optimizer.step()

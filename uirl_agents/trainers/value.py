@@ -14,8 +14,14 @@ the same on every process without any seed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
+
+if TYPE_CHECKING:
+    from peft import PeftModel
+    from transformers import PreTrainedModel
 
 VALUE_HEAD_CHECKPOINT = "value_head"
 
@@ -34,7 +40,7 @@ class ValueHead(nn.Module):
         nn.init.zeros_(self.linear.bias)
 
     @classmethod
-    def for_model(cls, model: nn.Module, device: torch.device) -> ValueHead:
+    def for_model(cls, model: PreTrainedModel | PeftModel, device: torch.device) -> ValueHead:
         """A head sized for ``model``'s language model (its text config's hidden size)."""
         return cls(model.config.get_text_config().hidden_size).to(device)
 

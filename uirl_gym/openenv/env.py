@@ -107,6 +107,14 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._running = not (terminated or truncated)
         return self._obs, reward, terminated, truncated, info
 
+    def oracle(self) -> dict[str, Any]:
+        """Never served: the vector env's sub-envs share UIEnv's calls, and this one has
+        no ``/oracle`` to read (what the scripted expert and dense rewards need)."""
+        raise NotImplementedError(
+            "an OpenEnv server keeps the task's oracle to itself: the scripted expert and "
+            "dense rewards need a uirl session server (any runtime but openenv)"
+        )
+
     def render(self) -> np.ndarray | None:
         if self.render_mode == "rgb_array" and self._obs is not None:
             return self._obs["screenshot"]

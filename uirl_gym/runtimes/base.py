@@ -148,7 +148,7 @@ def server_command(
     ]
 
 
-_LIVE_RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()  # type: ignore[type-var]
+_LIVE_RUNTIMES: weakref.WeakSet[Runtime] = weakref.WeakSet()
 _HANDLERS_INSTALLED = False
 
 

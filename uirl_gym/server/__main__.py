@@ -32,7 +32,7 @@ logger = logging.getLogger(__name__)
 # longer than the runtime's grace (runtimes.local.STOP_GRACE_S), so a session stopped
 # with an action in flight (an env dropping a session whose action timed out, under
 # load) was killed ("ignored SIGTERM") instead of closing its browser.
-SHUTDOWN_GRACE_S = 1.0
+SHUTDOWN_GRACE_S = 1
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
             # uvicorn's default (5 s) closed connections under agents that think longer,
             # racing with their next request (a click sent as the server closed).
-            timeout_keep_alive=args.keep_alive_s,  # type: ignore[arg-type]
+            timeout_keep_alive=args.keep_alive_s,
         )
     )
     server.run(sockets=[sock])

@@ -36,7 +36,7 @@ from uirl_gym.actions import (
 )
 from uirl_gym.server.chromium import ImageFormat
 
-ACT_PARAMS = ("action_type", *ACTION_FIELDS, "delay")
+ACT_PARAMS: tuple[str, ...] = ("action_type", *ACTION_FIELDS, "delay")
 ACT_PARAMS += ("format", "quality", "timeout")
 MAX_DELAY_S = 10.0
 # Longer than the action space's 512: upstream types whatever fits in a URL. Bounded so
@@ -46,7 +46,7 @@ MAX_TYPED_TEXT = 8192
 SESSION_ACTIONS = tuple(t for t in ActionType if t is not ActionType.FINISH)
 # The fields each action type reads; anything else it is given is ignored. A pointer
 # action's ``keys`` are modifiers held while it acts (``shift`` for a shift+click).
-FIELDS_USED = {
+FIELDS_USED: dict[ActionType, set[str]] = {
     ActionType.TYPE: {"text"},
     ActionType.KEYS: {"keys"},
     ActionType.SCROLL: {"x", "y", "direction", "amount", "keys"},

@@ -273,7 +273,9 @@ def create_app(config: ServerConfig) -> FastAPI:
         first_episode.cancel()
         await state.browser.stop()
 
-    docs = {} if config.docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}
+    docs: dict[str, Any] = (
+        {} if config.docs else {"docs_url": None, "redoc_url": None, "openapi_url": None}
+    )
     app = FastAPI(title="uirl session server", lifespan=lifespan, **docs)
     app.state.session = state
     app.include_router(router)
@@ -483,7 +485,9 @@ async def act(request: Request) -> Response:
             outcome = await _perform(state, parsed)
         except HTTPException as exc:
             body = json.dumps({"detail": exc.detail}).encode()
-            outcome = ActionOutcome(exc.status_code, body, "application/json", exc.headers or {})
+            outcome = ActionOutcome(
+                exc.status_code, body, "application/json", dict(exc.headers or {})
+            )
         if action_id is not None:
             state.actions.remember(action_id, asked, outcome)
     return outcome.response(request)

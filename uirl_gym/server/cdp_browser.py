@@ -289,9 +289,7 @@ class CdpBrowserSession:
         self._process.connection.on("__closed__", self._on_closed)
         self._pages = {}
         self._process.connection.on("Target.targetCreated", self._on_target_created)
-        self._process.connection.on(
-            "Target.targetDestroyed", lambda p: self._pages.pop(p.get("targetId"), None)
-        )
+        self._process.connection.on("Target.targetDestroyed", self._on_target_destroyed)
         await self._cdp.send("Target.setDiscoverTargets", {"discover": True})
         self.alive = True
         self.launches += 1
@@ -316,6 +314,9 @@ class CdpBrowserSession:
         for target in (await self._cdp.send("Target.getTargets"))["targetInfos"]:
             if target["type"] == "page":
                 await self._cdp.send("Target.closeTarget", {"targetId": target["targetId"]})
+
+    def _on_target_destroyed(self, params: dict[str, Any]) -> None:
+        self._pages.pop(params.get("targetId", ""), None)
 
     def _on_target_created(self, params: dict[str, Any]) -> None:
         """A second page in an episode's context was opened by its page (a new tab or
@@ -478,7 +479,7 @@ class CdpBrowserSession:
             )
 
         def context_destroyed(params: dict[str, Any]) -> None:
-            tab.contexts.pop(params.get("executionContextId"), None)
+            tab.contexts.pop(params.get("executionContextId", 0), None)
 
         cdp.on("Page.frameStartedLoading", started, sid)
         cdp.on("Page.frameStoppedLoading", stopped, sid)
@@ -648,7 +649,7 @@ class CdpBrowserSession:
         """
         if params.get("name") != _RAW_BINDING:
             return
-        context_id = params.get("executionContextId")
+        context_id = params.get("executionContextId", 0)
         try:
             call = orjson.loads(params.get("payload", ""))
             call_id = int(call["id"])
@@ -741,15 +742,15 @@ class CdpBrowserSession:
     async def _perform(self, action: Action) -> None:
         t = action.type
         if t is ActionType.MOUSE_MOVE:
-            await self._mouse_move(action.x, action.y)  # type: ignore[arg-type]
+            await self._mouse_move(*action.point)
         elif t is ActionType.LEFT_CLICK:
-            await self._click(action.x, action.y, "left", 1)  # type: ignore[arg-type]
+            await self._click(*action.point, "left", 1)
         elif t is ActionType.RIGHT_CLICK:
-            await self._click(action.x, action.y, "right", 1)  # type: ignore[arg-type]
+            await self._click(*action.point, "right", 1)
         elif t is ActionType.DOUBLE_CLICK:
-            await self._click(action.x, action.y, "left", 2)  # type: ignore[arg-type]
+            await self._click(*action.point, "left", 2)
         elif t is ActionType.TRIPLE_CLICK:
-            await self._click(action.x, action.y, "left", 3)  # type: ignore[arg-type]
+            await self._click(*action.point, "left", 3)
         elif t is ActionType.TYPE:
             await self._type(action.text or "")
         elif t is ActionType.KEYS:
@@ -773,16 +774,16 @@ class CdpBrowserSession:
             await self._cdp.send(method, params, session_id=session_id)
             return
         sent = asyncio.ensure_future(self._cdp.send(method, params, session_id=session_id))
-        frames = 0
+        begun = 0
         while not sent.done():
             await self._begin_frame()
-            frames += 1
+            begun += 1
             # A frame begun before the event reached the renderer does not deliver it
             # (about half the time): the next one does, so the first frames follow each
             # other closely (one without damage costs ~1 ms); should more be needed
             # (a loaded machine), draw at 60 Hz, as a display would, until Chromium
             # acknowledges the event (or the command times out).
-            await asyncio.wait({sent}, timeout=0.003 if frames < 4 else 0.016)
+            await asyncio.wait({sent}, timeout=0.003 if begun < 4 else 0.016)
         await sent
 
     def _page_point(self, x: float, y: float) -> tuple[int, int]:
@@ -828,8 +829,8 @@ class CdpBrowserSession:
     async def _drag(self, action: Action) -> None:
         """Press at (x, y), move to (end_x, end_y) in steps with the button held, release:
         the events a person's drag sends (pointer-event drags, selections, sliders)."""
-        x0, y0, x1, y1 = action.x, action.y, action.end_x, action.end_y
-        await self._mouse_move(x0, y0)  # type: ignore[arg-type]
+        (x0, y0), (x1, y1) = action.point, action.end_point
+        await self._mouse_move(x0, y0)
         # Frames begun between the moves of a drag that holds a scrollbar's thumb stop
         # Chromium for good (measured: Chromium 156's headless shell, ``beginFrame``
         # unanswered after the second move, on the viewport's scrollbars). So a drag that
@@ -838,7 +839,7 @@ class CdpBrowserSession:
         # ends where it is dropped, as at 60 Hz. Nothing else is lost: a page gets no
         # mousemove while a scrollbar holds the pointer.
         on_scrollbar = self.frames_on_demand and await self._eval(
-            _js_call(_ON_SCROLLBAR_JS, *self._page_point(x0, y0))  # type: ignore[arg-type]
+            _js_call(_ON_SCROLLBAR_JS, *self._page_point(x0, y0))
         )
         left = _BUTTON_BITS["left"]
         press = {"button": "left", "buttons": left, "clickCount": 1}
@@ -847,8 +848,8 @@ class CdpBrowserSession:
         )
         steps = 1 if on_scrollbar else DRAG_MOVE_STEPS
         for i in range(1, steps + 1):
-            x = x0 + (x1 - x0) * i / steps  # type: ignore[operator]
-            y = y0 + (y1 - y0) * i / steps  # type: ignore[operator]
+            x = x0 + (x1 - x0) * i / steps
+            y = y0 + (y1 - y0) * i / steps
             move = {"type": "mouseMoved", "x": x, "y": y, "button": "left", "buttons": left}
             if on_scrollbar:
                 self._in_background(self._input("Input.dispatchMouseEvent", move, frames=False))
@@ -856,7 +857,7 @@ class CdpBrowserSession:
                 await self._begin_frame()
             else:
                 await self._input("Input.dispatchMouseEvent", move)
-        self._mouse = (x1, y1)  # type: ignore[assignment]
+        self._mouse = (x1, y1)
         await self._input(
             "Input.dispatchMouseEvent",
             {

@@ -225,9 +225,9 @@ class _Outgoing:
         host = f"[{ip}]" if ":" in ip else ip
         url = httpx.URL(f"http://{host}:{port}").copy_with(raw_path=self.target)
         # The proxy's own header, never the client's (which could misdirect on purpose).
-        headers = [*self.headers, (SESSION_HEADER, session_id)]
+        request_headers = [*self.headers, (SESSION_HEADER, session_id)]
         try:
-            reply = await http.request(self.method, url, content=self.body, headers=headers)
+            reply = await http.request(self.method, url, content=self.body, headers=request_headers)
         except (httpx.ConnectError, httpx.ConnectTimeout):
             raise
         except httpx.TimeoutException as exc:
@@ -237,8 +237,8 @@ class _Outgoing:
         if reply.status_code == 421:
             # Another session answered (its pod took over a cached IP): nothing was done.
             raise MisdirectedError(reply.text)
-        headers = {k: v for k, v in reply.headers.items() if k.lower() not in HOP_HEADERS}
-        return Response(reply.content, status_code=reply.status_code, headers=headers)
+        reply_headers = {k: v for k, v in reply.headers.items() if k.lower() not in HOP_HEADERS}
+        return Response(reply.content, status_code=reply.status_code, headers=reply_headers)
 
 
 class MisdirectedError(Exception):
@@ -418,10 +418,10 @@ def read_proxy_token(token_file: str | None) -> str | None:
     """The proxy's bearer token: the file (a mounted Secret), else the environment."""
     if token_file and os.path.exists(token_file):
         with open(token_file) as f:
-            token = f.read().strip()
-        if token:
+            file_token = f.read().strip()
+        if file_token:
             logger.info("clients must send the bearer token from %s", token_file)
-            return token
+            return file_token
     token = os.environ.get(PROXY_TOKEN_ENV_VAR) or None
     if token is None:
         logger.warning(
@@ -453,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         log_level=args.log_level,
         access_log=False,
         # uvicorn's 5 s default raced with slow agents' next request (docs/protocol.md).
-        timeout_keep_alive=args.keep_alive_s,  # type: ignore[arg-type]
+        timeout_keep_alive=args.keep_alive_s,
     )
     return 0
 

@@ -157,11 +157,12 @@ class SimpleDataEntryTask(Task):
         values = event.get("fields")
         if not isinstance(values, list) or len(values) != 3:
             raise ValueError("fields: expected [first_name, last_name, email]")
-        fields = tuple(str(v).strip() for v in values)
+        first, last, email = (str(v).strip() for v in values)
+        fields = (first, last, email)
         row_index = next(
             (i for i, p in enumerate(self.state.people) if p.as_tuple() == fields), None
         )
-        self.state.submissions.append(Submission(fields=fields, row_index=row_index))  # type: ignore[arg-type]
+        self.state.submissions.append(Submission(fields=fields, row_index=row_index))
         return {"recorded": True, "row_index": row_index}
 
     def progress(self) -> dict[str, Any]:
