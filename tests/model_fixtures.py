@@ -18,7 +18,7 @@ import pytest
 def tiny_qwen25vl_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Qwen2.5-VL checkpoint folder (~0.2M params), built once per session."""
     pytest.importorskip("trl")  # ships the Qwen2.5-VL chat template
-    from uirl_agents.tiny_model import build_tiny_qwen25vl
+    from uirl_agents.testing.tiny_model import build_tiny_qwen25vl
 
     return build_tiny_qwen25vl(tmp_path_factory.mktemp("tiny-qwen25vl"))
 

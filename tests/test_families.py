@@ -28,8 +28,8 @@ from uirl_agents.policies.hf import (  # noqa: E402
     vision_token_ids,
 )
 from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
-from uirl_agents.tiny_model import FAMILIES, build_tiny_model  # noqa: E402
-from uirl_agents.tiny_model import main as tiny_model_main  # noqa: E402
+from uirl_agents.testing.tiny_model import FAMILIES, build_tiny_model  # noqa: E402
+from uirl_agents.testing.tiny_model import main as tiny_model_main  # noqa: E402
 from uirl_agents.trainers.cli import load_config  # noqa: E402
 from uirl_agents.trainers.config import GRPOConfig  # noqa: E402
 from uirl_agents.trainers.grpo import GRPO, step_samples  # noqa: E402

@@ -9,7 +9,7 @@ the processor's own settings (LLaVA's ``patch_size``, Idefics3's ``image_seq_len
 Gemma 3's ``image_seq_length``, ...) come from its ``processor_config.json``.
 A checkpoint without a chat template (PaliGemma) gets :data:`PLAIN_CHAT_TEMPLATE`.
 Real checkpoints (Qwen2.5-VL, UI-TARS-1.5, LLaVA, Idefics3, PaliGemma, Gemma 3, ...)
-and the tiny test models (:mod:`uirl_agents.tiny_model`) load through the same
+and the tiny test models (:mod:`uirl_agents.testing.tiny_model`) load through the same
 functions.
 
 Dtypes: bf16 on GPU, fp32 on CPU (logprob tests compare in fp32).

@@ -26,7 +26,7 @@ One builder per family (:data:`FAMILIES`); they share the tokenizer training
 defaults (top_k=1, repetition_penalty 1.05, ...) on purpose, so that tests catch a
 policy that lets them leak into sampling.
 
-CLI: ``python -m uirl_agents.tiny_model [--family NAME] OUT_DIR`` (default family:
+CLI: ``python -m uirl_agents.testing.tiny_model [--family NAME] OUT_DIR`` (default family:
 ``qwen2.5-vl``).
 """
 
@@ -75,10 +75,9 @@ from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImag
 from transformers.processing_utils import ProcessorMixin
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
+from uirl_agents.formats import FORMATS, get_format
+from uirl_agents.models import image_only_processor_class
 from uirl_gym.actions import Action, ActionType
-
-from .formats import FORMATS, FormatConfig, get_format
-from .models import image_only_processor_class
 
 logger = logging.getLogger(__name__)
 
@@ -840,11 +839,6 @@ def tiny_family(name: str) -> str | None:
     if name == "tiny":
         return "qwen2.5-vl"
     return name.removeprefix("tiny-") if name.startswith("tiny-") else None
-
-
-def tiny_format_config() -> FormatConfig:
-    """The :class:`FormatConfig` matching the tiny Qwen models' image processor."""
-    return FormatConfig(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS)
 
 
 def main(argv: list[str] | None = None) -> None:
