@@ -55,3 +55,17 @@ def tiny_training_run(model_dir: Path, config: Any, **model_overrides: object) -
         max_all=float,
         autocast=contextlib.nullcontext,
     )
+
+
+def score_with_run_settings(run: Any, samples: list[Any]) -> dict[str, float]:
+    """The scoring pass over ``samples`` with the run's config (as GRPO's ``score`` runs it)."""
+    from uirl_agents.trainers.scoring import score_samples
+
+    c = run.config
+    return score_samples(
+        run,
+        samples,
+        temperature=c.rollout.temperature,
+        kl_beta=c.grpo.kl_beta,
+        micro_batch_tokens=c.optim.micro_batch_tokens,
+    )

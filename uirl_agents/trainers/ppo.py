@@ -16,7 +16,7 @@ collected (per-step rewards: the env's dense reward mode gives one at every step
    never gets here: the loop leaves it out). The step's advantage is broadcast to its
    tokens; optionally normalised over the iteration (every process).
 3. **Loss** (:func:`ppo_loss`): GRPO's clipped surrogate
-   (:func:`~uirl_agents.trainers.grpo.grpo_loss`: + KL, TIS, the ``grpo`` section) plus
+   (:func:`~uirl_agents.trainers.scoring.surrogate_loss`: + KL, TIS, the ``grpo`` section) plus
    ``ppo.value_coef`` times the clipped value loss, each step's weighted by its
    completion tokens (so that the run's token mean makes it a token-weighted mean over
    steps).
@@ -37,14 +37,15 @@ import torch
 
 from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers.config import GRPOConfig
-from uirl_agents.trainers.grpo import grpo_loss, weigh_episode
 from uirl_agents.trainers.loop import Algorithm
 from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
     score_samples,
+    surrogate_loss,
     token_sample,
+    weigh_episode,
 )
 from uirl_agents.trainers.update import BatchLoss, TokenSample
 from uirl_agents.trajectories import Episode
@@ -84,7 +85,14 @@ class PPO(Algorithm):
             perfect critic, <= 0 one no better than a constant), ``train/advantage_std``.
         """
         config = run.config
-        scores = score_samples(run, samples, value_head=run.value_head)
+        scores = score_samples(
+            run,
+            samples,
+            temperature=config.rollout.temperature,
+            kl_beta=config.grpo.kl_beta,
+            micro_batch_tokens=config.optim.micro_batch_tokens,
+            value_head=run.value_head,
+        )
         set_advantages(self.states, config.ppo.gamma, config.ppo.lam)
         trained = [x for s in self.states for x in s.steps if x.completion_ids]
         value_metrics = _value_metrics(run, trained)
@@ -121,7 +129,7 @@ def episode_states(
     """
     steps = []
     for step in episode.steps:
-        sample = token_sample(episode, step, config.grpo, excluded_ids)
+        sample = token_sample(episode, step, config.grpo.tis_cap, excluded_ids)
         if sample is None:
             if step.messages is None or step.model_images is None:
                 raise ValueError(
@@ -194,7 +202,16 @@ def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
     ``token_weight``, as the surrogate's)."""
     config = run.config
     states: list[torch.Tensor] = []
-    terms = grpo_loss(run, batch, config.grpo, config.rollout.temperature, prompt_states=states)
+    g = config.grpo
+    terms = surrogate_loss(
+        run,
+        batch,
+        temperature=config.rollout.temperature,
+        clip_epsilon=g.clip_epsilon,
+        tis_cap=g.tis_cap,
+        kl_beta=g.kl_beta,
+        prompt_states=states,
+    )
     values = run.value_head(torch.stack(states))
     device = values.device
     old = torch.tensor([s.old_value for s in batch], device=device)
