@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image
-from transformers import BatchFeature, GenerationConfig, PreTrainedModel
+from transformers import BatchFeature, GenerationConfig
 from transformers.processing_utils import ProcessorMixin
 
 from uirl_agents.formats import FormatConfig, ModelFormat, get_format
@@ -41,6 +41,12 @@ from uirl_agents.policies.base import PolicyStep
 from uirl_agents.policies.context import EpisodeContexts
 
 logger = logging.getLogger(__name__)
+
+# A vision-language model the policy samples from and the trainers train: any
+# AutoModelForImageTextToText, peft-wrapped or not. No one class types them all: a
+# PeftModel is no PreTrainedModel, and PreTrainedModel has no ``generate`` of its own
+# (transformers 5 mixes GenerationMixin into each model class).
+VisionLanguageModel = Any
 
 
 @dataclass
@@ -334,7 +340,7 @@ class HFPolicy:
 
     def __init__(
         self,
-        model: PreTrainedModel,
+        model: VisionLanguageModel,
         processor: ProcessorMixin,
         format: ModelFormat,
         config: HFPolicyConfig | None = None,

@@ -47,11 +47,11 @@ from accelerate.utils import gather_object
 
 from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers import checkpoint as ckpt
-from uirl_agents.trainers.config import GRPOSection
+from uirl_agents.trainers.config import GRPOConfig, GRPOSection
 from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
 from uirl_agents.trainers.losses import group_advantages
 from uirl_agents.trainers.replay import SuccessReplay, gathered_successes
-from uirl_agents.trainers.run import TrainingRun
+from uirl_agents.trainers.run import TrainingRun, config_of
 from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
     score_samples,
@@ -95,30 +95,34 @@ class GRPO(Algorithm):
 
     def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
         return step_samples(
-            episodes, run.config.grpo, vision_token_ids(run.model.config, run.processor.tokenizer)
+            episodes,
+            config_of(run, GRPOConfig).grpo,
+            vision_token_ids(run.model.config, run.processor.tokenizer),
         )
 
     def score(
         self, run: TrainingRun, samples: Sequence[TokenSample]
     ) -> tuple[list[TokenSample], dict[str, float]]:
         """The scoring pass over the samples that train (:meth:`trains`)."""
+        config = config_of(run, GRPOConfig)
         return list(samples), score_samples(
             run,
             [s for s in samples if self.trains(run, s)],
-            temperature=run.config.rollout.temperature,
-            kl_beta=run.config.grpo.kl_beta,
-            micro_batch_tokens=run.config.optim.micro_batch_tokens,
+            temperature=config.rollout.temperature,
+            kl_beta=config.grpo.kl_beta,
+            micro_batch_tokens=config.optim.micro_batch_tokens,
         )
 
     def trains(self, run: TrainingRun, sample: TokenSample) -> bool:
         """With ``grpo.skip_zero_advantage`` (and no KL) a step whose advantage is 0 adds
         no gradient: it stays in the layout of micro-batches and optimizer steps (the
         update is the one it would have given) but skips the passes."""
-        g = run.config.grpo
+        g = config_of(run, GRPOConfig).grpo
         return not (g.skip_zero_advantage and g.kl_beta == 0) or sample.advantage != 0
 
     def loss(self, run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
-        return grpo_loss(run, batch, run.config.grpo, run.config.rollout.temperature)
+        config = config_of(run, GRPOConfig)
+        return grpo_loss(run, batch, config.grpo, config.rollout.temperature)
 
 
 def step_samples(
@@ -176,7 +180,7 @@ def grpo_loss(
 def success_replay(run: TrainingRun) -> SuccessReplay | None:
     """The run's replay of successes (``grpo.replay``), restored when resumed and saved
     with every checkpoint; None when off."""
-    g = run.config.grpo
+    g = config_of(run, GRPOConfig).grpo
     if not g.replay:
         return None
     replay = SuccessReplay(g.replay_per_instance, g.replay_max_instances)

@@ -297,7 +297,7 @@ def token_budget_batches(
     return batches
 
 
-def pad_sequences(sequences: Sequence[Sequence[float]] | Sequence[torch.Tensor]) -> torch.Tensor:
+def pad_sequences(sequences: Sequence[Sequence[float] | torch.Tensor]) -> torch.Tensor:
     """Right-pad 1-D sequences with 0 into a float32 ``(B, T)`` tensor."""
     width = max((len(s) for s in sequences), default=0)
     out = torch.zeros((len(sequences), width), dtype=torch.float32)

@@ -39,7 +39,7 @@ from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers.config import GRPOConfig
 from uirl_agents.trainers.loop import Algorithm
 from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
-from uirl_agents.trainers.run import TrainingRun
+from uirl_agents.trainers.run import TrainingRun, config_of
 from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
     score_samples,
@@ -70,7 +70,8 @@ class PPO(Algorithm):
     def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
         """Every state of the episodes: the steps', then the final state of a truncated one."""
         excluded = vision_token_ids(run.model.config, run.processor.tokenizer)
-        self.states = [episode_states(e, run.config, excluded) for e in episodes]
+        config = config_of(run, GRPOConfig)
+        self.states = [episode_states(e, config, excluded) for e in episodes]
         return [x for s in self.states for x in (*s.steps, *([s.final] if s.final else []))]
 
     def score(
@@ -84,7 +85,9 @@ class PPO(Algorithm):
             (``1 - Var(R - V) / Var(R)`` over the trained steps of every process: 1 is a
             perfect critic, <= 0 one no better than a constant), ``train/advantage_std``.
         """
-        config = run.config
+        config = config_of(run, GRPOConfig)
+        if run.value_head is None:
+            raise ValueError("algorithm: ppo needs the run's value head")
         scores = score_samples(
             run,
             samples,
@@ -155,10 +158,10 @@ def set_advantages(states: Sequence[EpisodeStates], gamma: float, lam: float) ->
     """GAE over each episode's scored states: every step sample gets its ``advantage``
     and ``value_target`` (the lambda-return)."""
     for s in states:
-        last_value = s.final.old_value if s.final is not None else 0.0
+        last_value = scored_value(s.final) if s.final is not None else 0.0
         advantages, returns = gae_advantages(
             [step.reward for step in s.episode.steps],
-            [sample.old_value for sample in s.steps],
+            [scored_value(sample) for sample in s.steps],
             terminated=s.final is None,
             last_value=last_value,
             gamma=gamma,
@@ -166,6 +169,17 @@ def set_advantages(states: Sequence[EpisodeStates], gamma: float, lam: float) ->
         )
         for sample, advantage, target in zip(s.steps, advantages, returns, strict=True):
             sample.advantage, sample.value_target = float(advantage), float(target)
+
+
+def scored_value(sample: TokenSample) -> float:
+    """The sample's ``old_value`` from the scoring pass.
+
+    Raises:
+        ValueError: the sample was not scored with a value head.
+    """
+    if sample.old_value is None:
+        raise ValueError("a state has no value: score the samples with the value head first")
+    return sample.old_value
 
 
 def shape_advantages(
@@ -200,7 +214,9 @@ def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
     """GRPO's clipped surrogate (+ KL) plus ``value_coef`` times the clipped value loss,
     each step's value loss weighted by its completion tokens (at their
     ``token_weight``, as the surrogate's)."""
-    config = run.config
+    config = config_of(run, GRPOConfig)
+    if run.value_head is None:
+        raise ValueError("algorithm: ppo needs the run's value head")
     states: list[torch.Tensor] = []
     g = config.grpo
     terms = surrogate_loss(

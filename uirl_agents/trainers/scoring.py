@@ -29,11 +29,15 @@ from typing import Any
 import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
-from transformers import PreTrainedModel
 from transformers.processing_utils import ProcessorMixin
 
 from uirl_agents.formats.base import Message
-from uirl_agents.policies.hf import encode_prompts, logit_row_chunks, selective_log_softmax
+from uirl_agents.policies.hf import (
+    VisionLanguageModel,
+    encode_prompts,
+    logit_row_chunks,
+    selective_log_softmax,
+)
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.losses import clipped_surrogate, pad_sequences, token_budget_batches
 from uirl_agents.trainers.model import reference_policy
@@ -139,7 +143,7 @@ def score_samples(
             if value_head is not None and states is not None:
                 for sample, value in zip(batch, value_head(torch.stack(states)), strict=True):
                     sample.old_value = float(value)
-            ref: list[torch.Tensor | None] = [None] * len(batch)
+            ref: Sequence[torch.Tensor | None] = [None] * len(batch)
             if kl_beta > 0:
                 with reference_policy(run.model):
                     ref = sample_logprobs(run, batch, temperature=temperature)
@@ -232,7 +236,7 @@ _COMPLETION_TOKEN_TYPE = {"paligemma": 1}
 
 
 def completion_logprobs(
-    model: PreTrainedModel,
+    model: VisionLanguageModel,
     processor: ProcessorMixin,
     messages: Sequence[list[Message]],
     images: Sequence[Sequence[np.ndarray]],
