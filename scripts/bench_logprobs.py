@@ -35,7 +35,8 @@ def measure(variant: str, tokens: int, vocab: int, dtype: str, device: str) -> f
     """Peak MiB above the logits for one variant (run in a fresh process)."""
     import torch
 
-    from uirl_agents.policies.hf import selective_log_softmax, softmax_entropy
+    from uirl_agents.policies.hf import selective_log_softmax
+    from uirl_agents.trainers.scoring import softmax_entropy
 
     torch.manual_seed(0)
     logits = torch.randn(1, tokens, vocab, device=device, dtype=getattr(torch, dtype))

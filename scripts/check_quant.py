@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from uirl_agents.models import default_device, load_model
-from uirl_agents.tiny_model import build_tiny_qwen25vl
+from uirl_agents.testing.tiny_model import build_tiny_qwen25vl
 
 # Measured on the tiny model (CPU): 0.99999 at 8 bits, 0.981 at 4 bits.
 MIN_COSINE = {"8bit": 0.999, "4bit": 0.95}

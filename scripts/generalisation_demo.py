@@ -7,7 +7,7 @@
 Per seed S, with the real scripts on real sessions (every phase with one torch thread,
 ``OMP_NUM_THREADS=1`` unless set, so that a seed's runs repeat exactly):
 
-1. **model**: a small random Qwen3-VL (:func:`uirl_agents.tiny_model.build_small_qwen3vl`,
+1. **model**: a small random Qwen3-VL (:func:`uirl_agents.testing.tiny_model.build_small_qwen3vl`,
    weights seeded by S) in ``OUT/seed_S/model``;
 2. **SFT**: ``train_rs.py --config scripts/configs/generalisation_sft.yaml``: one
    iteration of expert iteration whose update is SFT on the pixel expert's
@@ -120,7 +120,7 @@ def log_time(folder: Path, phase: str, seconds: float, cpu_seconds: float | None
 
 def run_seed(seed: int, out: Path, sft_args: list[str], rl_args: list[str]) -> None:
     """The three phases of one seed, skipping those already done."""
-    from uirl_agents.tiny_model import build_small_qwen3vl
+    from uirl_agents.testing.tiny_model import build_small_qwen3vl
 
     folder = out / f"seed_{seed}"
     folder.mkdir(parents=True, exist_ok=True)

@@ -34,7 +34,7 @@ def load_model(name: str, output_dir: Path) -> tuple[Any, Any]:
     """The model and its processor, ready for tool calling (``tiny-<family>``: built here)."""
     from uirl_agents.integrations.tool_templates import use_tool_chat_template
     from uirl_agents.models import load_model_and_processor
-    from uirl_agents.tiny_model import build_tiny_model, tiny_family
+    from uirl_agents.testing.tiny_model import build_tiny_model, tiny_family
 
     family = tiny_family(name)
     if family is not None:

@@ -18,7 +18,7 @@ import pytest
 def tiny_qwen25vl_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Qwen2.5-VL checkpoint folder (~0.2M params), built once per session."""
     pytest.importorskip("trl")  # ships the Qwen2.5-VL chat template
-    from uirl_agents.tiny_model import build_tiny_qwen25vl
+    from uirl_agents.testing.tiny_model import build_tiny_qwen25vl
 
     return build_tiny_qwen25vl(tmp_path_factory.mktemp("tiny-qwen25vl"))
 
@@ -54,4 +54,18 @@ def tiny_training_run(model_dir: Path, config: Any, **model_overrides: object) -
         sum_all_dict=dict,
         max_all=float,
         autocast=contextlib.nullcontext,
+    )
+
+
+def score_with_run_settings(run: Any, samples: list[Any]) -> dict[str, float]:
+    """The scoring pass over ``samples`` with the run's config (as GRPO's ``score`` runs it)."""
+    from uirl_agents.trainers.scoring import score_samples
+
+    c = run.config
+    return score_samples(
+        run,
+        samples,
+        temperature=c.rollout.temperature,
+        kl_beta=c.grpo.kl_beta,
+        micro_batch_tokens=c.optim.micro_batch_tokens,
     )

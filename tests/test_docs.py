@@ -102,8 +102,8 @@ def mapped_paths() -> tuple[set[str], set[str]]:
     A line is ``<indent><entries>  <description>``: entries are comma-separated paths
     relative to the folder of the nearest less-indented folder entry; after the first,
     entries are relative to the first one's folder (``runtimes/kubernetes.py,
-    k8s_pods.py``). A folder entry's description may name its files (``policies/  base.py
-    (...), random.py``). A line whose first column is not a list of paths continues the
+    k8s_pods.py``). A folder entry's description may name its files by their bare names
+    (``policies/  base.py (...), random.py``). A line whose first column is not a list of paths continues the
     description above it.
     """
     records: list[tuple[int, list[str], str]] = []  # (indent, entries, description)
@@ -131,7 +131,7 @@ def mapped_paths() -> tuple[set[str], set[str]]:
                 files.add(path)
                 continue
             folders.append((indent, path))
-            named = set(re.findall(r"(?<![\w/])[\w/]+\.py\b", description))
+            named = set(re.findall(r"(?<![\w/])\w+\.py\b", description))
             files |= {path + name for name in named}
             if EACH_TASK in description:
                 task_layout |= named

@@ -18,14 +18,13 @@ from uirl_agents.policies.context import EpisodeContexts  # noqa: E402
 from uirl_agents.policies.hf import (  # noqa: E402
     HFPolicy,
     HFPolicyConfig,
-    completion_logprobs,
     encode_prompts,
     format_config_from_processor,
     selective_log_softmax,
-    softmax_entropy,
     vision_token_ids,
 )
-from uirl_agents.tiny_model import main as tiny_model_main  # noqa: E402
+from uirl_agents.testing.tiny_model import main as tiny_model_main  # noqa: E402
+from uirl_agents.trainers.scoring import completion_logprobs, softmax_entropy  # noqa: E402
 from uirl_gym.actions import Action  # noqa: E402
 
 pytest_plugins = ["model_fixtures"]

@@ -549,7 +549,8 @@ def test_trl_environment_on_the_kubernetes_runtime(standin: PodStandIn) -> None:
         env = make_environment("uirl/FormFill-v0", runtime=runtime, max_steps=2)()
         try:
             first = env.reset(seed=2)
-            assert first[0]["image"].size == (640, 400) and first[1]["text"]
+            # The processor's frame (TRL class default): what the model sees.
+            assert first[0]["image"].size == (644, 392) and first[1]["text"]
             assert env._holder["backend"].env.session.base_url.startswith("http://127.77.")
             out = env.click(x=100, y=100)
             assert out[0]["type"] == "image" and out[1]["text"] == "Clicked at (100, 100)."

@@ -25,7 +25,6 @@ from uirl_agents.models import load_model_and_processor  # noqa: E402
 from uirl_agents.policies.hf import (  # noqa: E402
     HFPolicy,
     HFPolicyConfig,
-    completion_logprobs,
     encode_prompts,
     format_config_from_processor,
 )
@@ -36,6 +35,7 @@ from uirl_agents.trainers.config import GRPOConfig  # noqa: E402
 from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages  # noqa: E402
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
 from uirl_agents.trainers.ppo import EpisodeStates, set_advantages  # noqa: E402
+from uirl_agents.trainers.scoring import completion_logprobs  # noqa: E402
 from uirl_agents.trainers.update import TokenSample  # noqa: E402
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead  # noqa: E402
 from uirl_agents.trajectories import Episode, Step, TrajectoryWriter, load_episodes  # noqa: E402

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from model_fixtures import tiny_training_run
+from model_fixtures import score_with_run_settings, tiny_training_run
 
 from uirl_agents.models import load_model
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig
@@ -20,7 +20,6 @@ from uirl_agents.trainers.config import GRPOConfig, GRPOSection
 from uirl_agents.trainers.grpo import GRPO, replayed_episodes, step_samples
 from uirl_agents.trainers.loop import update
 from uirl_agents.trainers.replay import SuccessReplay, instance_key
-from uirl_agents.trainers.scoring import score_samples
 from uirl_agents.trainers.update import TokenSample
 from uirl_agents.trajectories import Episode, Step
 
@@ -132,7 +131,7 @@ def _rollout_episodes(policy: HFPolicy, group: str, observation: dict, n: int) -
 def _logprob(run: object, step: Step) -> float:
     """log P(the step's completion | its prompt) under the run's current weights."""
     sample = TokenSample(step.messages, step.model_images, step.completion_ids, 1)
-    score_samples(run, [sample])
+    score_with_run_settings(run, [sample])
     return float(sample.old_logprobs.sum())
 
 

@@ -25,10 +25,10 @@ import yaml
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
-from model_fixtures import tiny_training_run  # noqa: E402
+from model_fixtures import score_with_run_settings, tiny_training_run  # noqa: E402
 
 from uirl_agents.models import load_processor  # noqa: E402
-from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, completion_logprobs  # noqa: E402
+from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
 from uirl_agents.trainers.cli import config_markdown, load_config, parse_args  # noqa: E402
@@ -51,7 +51,7 @@ from uirl_agents.trainers.losses import (  # noqa: E402
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
 from uirl_agents.trainers.model import build_model, needs_autocast  # noqa: E402
 from uirl_agents.trainers.schedule import SCHEDULES, iteration_scheduler  # noqa: E402
-from uirl_agents.trainers.scoring import score_samples  # noqa: E402
+from uirl_agents.trainers.scoring import completion_logprobs  # noqa: E402
 from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trainers.specs import TRAIN_STREAM, derive_specs  # noqa: E402
 from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
@@ -431,7 +431,7 @@ def test_lora_targets_the_language_model_only_and_trains_the_adapter(
     assert trainable and all("lora_" in n for n in trainable)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     samples = _samples(run, [1.0, -1.0])
-    score_samples(run, samples)
+    score_with_run_settings(run, samples)
     model.train()
     grpo_loss(run, samples, run.config.grpo, 0.8).loss_sum.backward()
     run.optimizer.step()
@@ -448,7 +448,7 @@ def test_old_logprobs_come_from_the_trainer_not_the_rollout(tiny_qwen25vl_dir: P
     # numbers by 0.3 nats. The ratio must still be 1 before the first update.
     for s in samples:
         s.rollout_logprobs = [lp + 0.3 for lp in s.rollout_logprobs]
-    metrics = score_samples(run, samples)
+    metrics = score_with_run_settings(run, samples)
     assert metrics["train/logprob_mismatch_mean"] == pytest.approx(0.3, abs=1e-4)
     assert metrics["train/logprob_mismatch_max"] == pytest.approx(0.3, abs=1e-4)
     assert 0 < metrics["train/entropy"] < math.log(run.model.config.text_config.vocab_size) + 1e-3
@@ -463,7 +463,7 @@ def test_truncated_importance_sampling_weights_the_loss(tiny_qwen25vl_dir: Path)
     capped = _grpo_config(grpo={"tis_cap": 2.0})
     run = tiny_training_run(tiny_qwen25vl_dir, capped)
     samples = _samples(run, [1.0, -1.0])
-    score_samples(run, samples)
+    score_with_run_settings(run, samples)
     run.model.train()
     plain = float(grpo_loss(run, samples, _grpo_config().grpo, 0.8).loss_sum.detach())
     # Rollout logprobs 5 nats below the trainer's: the weight exp(5) is capped at 2.
@@ -500,7 +500,7 @@ def test_kl_reference_is_the_adapter_the_run_started_from(
     config = _grpo_config(grpo={"kl_beta": 0.1}, model={"adapter_path": tmp_path / "start"})
     run = tiny_training_run(tiny_qwen25vl_dir, config)
     samples = _samples(run, [1.0, -1.0])
-    score_samples(run, samples)
+    score_with_run_settings(run, samples)
     run.model.train()
     terms = grpo_loss(run, samples, config.grpo, 0.8)
     tokens = sum(len(s.completion_ids) for s in samples)

@@ -44,7 +44,7 @@ from uirl_agents.integrations.trl import (  # noqa: E402
     seed_dataset,
 )
 from uirl_agents.models import load_model_and_processor  # noqa: E402
-from uirl_agents.tiny_model import build_tiny_model  # noqa: E402
+from uirl_agents.testing.tiny_model import build_tiny_model  # noqa: E402
 from uirl_gym.runtimes.local import descendant_pids  # noqa: E402
 
 pytestmark = [pytest.mark.train, pytest.mark.slow]

@@ -234,7 +234,7 @@ def _parse_model(text: str, rest: str | None) -> AgentSpec:
 
 def _build_hf(spec: AgentSpec, ctx: AgentContext) -> tuple[Policy, str | None]:
     from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig
-    from uirl_agents.tiny_model import build_tiny_model, tiny_family
+    from uirl_agents.testing.tiny_model import build_tiny_model, tiny_family
 
     path = spec.target
     family = tiny_family(path)

@@ -9,7 +9,7 @@ the processor's own settings (LLaVA's ``patch_size``, Idefics3's ``image_seq_len
 Gemma 3's ``image_seq_length``, ...) come from its ``processor_config.json``.
 A checkpoint without a chat template (PaliGemma) gets :data:`PLAIN_CHAT_TEMPLATE`.
 Real checkpoints (Qwen2.5-VL, UI-TARS-1.5, LLaVA, Idefics3, PaliGemma, Gemma 3, ...)
-and the tiny test models (:mod:`uirl_agents.tiny_model`) load through the same
+and the tiny test models (:mod:`uirl_agents.testing.tiny_model`) load through the same
 functions.
 
 Dtypes: bf16 on GPU, fp32 on CPU (logprob tests compare in fp32).
@@ -17,7 +17,6 @@ Dtypes: bf16 on GPU, fp32 on CPU (logprob tests compare in fp32).
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import logging
@@ -70,13 +69,19 @@ PLAIN_CHAT_TEMPLATE = (
 )
 
 
-@functools.cache
+# One subclass per processor class (a dict, not functools.cache: classes of a few
+# processors do not type as hashable).
+_IMAGE_ONLY_CLASSES: dict[type[ProcessorMixin], type[ProcessorMixin]] = {}
+
+
 def image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixin]:
-    """``cls`` without its video processor slot.
+    """``cls`` without its video processor slot (the same class for the same ``cls``).
 
     ProcessorMixin derives the required parts from the ``__init__`` signature, so an
     ``__init__`` without ``video_processor`` makes the processor whole without one.
     """
+    if cls in _IMAGE_ONLY_CLASSES:
+        return _IMAGE_ONLY_CLASSES[cls]
 
     def __init__(self, image_processor=None, tokenizer=None, chat_template=None, **kwargs):  # noqa: ANN001
         # Some classes (SmolVLM) take video_processor positionally; ProcessorMixin drops
@@ -107,7 +112,7 @@ def image_only_processor_class(cls: type[ProcessorMixin]) -> type[ProcessorMixin
     }
     # The parent's own name: a saved processor (processor_config.json's processor_class,
     # e.g. in a Hub upload) then loads with AutoProcessor anywhere.
-    return type(cls.__name__, (cls,), namespace)
+    return _IMAGE_ONLY_CLASSES.setdefault(cls, type(cls.__name__, (cls,), namespace))
 
 
 def _resolve_chat_template(name_or_path: str, tokenizer: Any) -> str | None:

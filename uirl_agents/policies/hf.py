@@ -1,4 +1,5 @@
-"""HFPolicy: a local transformers VLM as a batched policy, plus the logprob pass trainers use.
+"""HFPolicy: a local transformers VLM as a batched policy (sampling only; the trainers'
+forward pass is :func:`uirl_agents.trainers.scoring.completion_logprobs`).
 
 One :meth:`HFPolicy.act` call runs one ``generate`` over all sub-envs in the batch
 (prompts left-padded). Per sub-env the policy keeps the episode's instruction, its
@@ -15,7 +16,8 @@ the model's coordinates are pixels of those images.
 Logprob convention: ``PolicyStep.logprobs[t] = log_softmax(logits_t / T)[token_t]``
 with ``T`` the sampling temperature (``T = 1`` for greedy decoding), from the raw
 logits (``output_logits``), before top-k/top-p truncation: the same quantity TRL's
-GRPO computes, and what :func:`completion_logprobs` recomputes with one forward pass.
+GRPO computes, and what :func:`~uirl_agents.trainers.scoring.completion_logprobs`
+recomputes with one forward pass.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 from PIL import Image
-from transformers import BatchFeature, GenerationConfig, PreTrainedModel
+from transformers import BatchFeature, GenerationConfig
 from transformers.processing_utils import ProcessorMixin
 
 from uirl_agents.formats import FormatConfig, ModelFormat, get_format
@@ -39,6 +41,12 @@ from uirl_agents.policies.base import PolicyStep
 from uirl_agents.policies.context import EpisodeContexts
 
 logger = logging.getLogger(__name__)
+
+# A vision-language model the policy samples from and the trainers train: any
+# AutoModelForImageTextToText, peft-wrapped or not. No one class types them all: a
+# PeftModel is no PreTrainedModel, and PreTrainedModel has no ``generate`` of its own
+# (transformers 5 mixes GenerationMixin into each model class).
+VisionLanguageModel = Any
 
 
 @dataclass
@@ -132,12 +140,6 @@ def _to_pil(image: np.ndarray) -> Image.Image:
     return Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8))
 
 
-# The token type id of completion tokens, where it is not 0 (text). PaliGemma's prompt
-# (type 0) attends bidirectionally, its answer (type 1, as its generate() appends)
-# causally: zeros would let each completion token see the ones after it.
-_COMPLETION_TOKEN_TYPE = {"paligemma": 1}
-
-
 def with_content_parts(message: Message) -> Message:
     """``message`` with a string ``content`` as one text part.
 
@@ -188,111 +190,15 @@ def encode_prompts(
     return encoded
 
 
-def completion_logprobs(
-    model: PreTrainedModel,
-    processor: ProcessorMixin,
-    messages: Sequence[list[Message]],
-    images: Sequence[Sequence[np.ndarray]],
-    completion_ids: Sequence[Sequence[int]],
-    temperature: float = 1.0,
-    entropies: list[torch.Tensor] | None = None,
-    prompt_states: list[torch.Tensor] | None = None,
-) -> list[torch.Tensor]:
-    """Per-token logprobs of given completions, with one batched forward pass.
-
-    The inverse of what :meth:`HFPolicy.act` records: feed a step's ``messages``,
-    ``images`` and ``completion_ids`` and get back its ``logprobs`` (same convention:
-    ``log_softmax(logits / temperature)``). Gradients flow: call it under
-    ``torch.no_grad()`` for reference/old-policy logprobs, without for the loss.
-
-    Args:
-        model: the policy model (any ``AutoModelForImageTextToText``, peft or not).
-        processor: its processor.
-        messages: per sample, the prompt messages (image placeholders).
-        images: per sample, the images in placeholder order.
-        completion_ids: per sample, the completion token ids (may be empty).
-        temperature: the sampling temperature the logprobs are scaled with.
-        entropies: when given, receives per sample the entropy of the (temperature
-            scaled) next-token distribution at each completion position (no gradient).
-        prompt_states: when given, receives per sample the language model's last hidden
-            state (after the final norm) at the prompt's last token, shape ``(hidden_size,)``,
-            with gradients: the state PPO's value head reads. Samples with an empty
-            completion still get theirs (the forward pass runs).
-
-    Returns:
-        Per sample, a float32 tensor of shape ``(len(completion_ids[i]),)`` on the model's device.
-
-    Raises:
-        ValueError: the three sequences differ in length, or temperature <= 0.
-    """
-    if not len(messages) == len(images) == len(completion_ids):
-        raise ValueError(
-            f"Expected one messages/images/completion_ids entry per sample, got "
-            f"{len(messages)}, {len(images)}, {len(completion_ids)}"
-        )
-    if temperature <= 0:
-        raise ValueError(f"temperature: expected > 0, got {temperature}")
-    device = next(model.parameters()).device
-    inputs = encode_prompts(processor, messages, images)
-    batch, prompt_len = inputs["input_ids"].shape
-    lengths = [len(c) for c in completion_ids]
-    width = max(lengths, default=0)
-    if width == 0 and prompt_states is None:
-        if entropies is not None:
-            entropies.extend(torch.zeros(0, device=device) for _ in completion_ids)
-        return [torch.zeros(0, device=device) for _ in completion_ids]
-    pad_id = processor.tokenizer.pad_token_id or 0
-    completions = torch.full((batch, width), pad_id, dtype=inputs["input_ids"].dtype)
-    completion_mask = torch.zeros((batch, width), dtype=inputs["attention_mask"].dtype)
-    for i, ids in enumerate(completion_ids):
-        completions[i, : len(ids)] = torch.as_tensor(list(ids), dtype=completions.dtype)
-        completion_mask[i, : len(ids)] = 1
-    model_inputs: dict[str, Any] = dict(inputs)
-    # Extend every per-token tensor (input_ids, attention_mask, mm_token_type_ids, ...):
-    # completion tokens are text, hence the text type id (see _COMPLETION_TOKEN_TYPE).
-    token_type = _COMPLETION_TOKEN_TYPE.get(model.config.model_type, 0)
-    for key, value in inputs.items():
-        if isinstance(value, torch.Tensor) and value.shape[:2] == (batch, prompt_len):
-            extra = {"input_ids": completions, "attention_mask": completion_mask}.get(
-                key, torch.full((batch, width), token_type, dtype=value.dtype)
-            )
-            model_inputs[key] = torch.cat([value, extra], dim=1)
-    model_inputs = {
-        k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in model_inputs.items()
-    }
-    # Only the logits that predict completion tokens: positions prompt_len-1 .. end-1.
-    hook = None
-    if prompt_states is not None:
-        # A hook on the language model keeps its last hidden state only: the model's
-        # output_hidden_states would hold every layer's for the whole batch.
-        def keep_prompt_states(_module: torch.nn.Module, _args: Any, output: Any) -> None:
-            # Left-padded prompts: every sample's last prompt token is at prompt_len - 1.
-            prompt_states.extend(output.last_hidden_state[:, prompt_len - 1].unbind(0))
-
-        hook = model.get_decoder().register_forward_hook(keep_prompt_states)
-    try:
-        # Position t of the last width + 1 predicts completion token t (the last: none).
-        logits = model(**model_inputs, use_cache=False, logits_to_keep=width + 1).logits
-    finally:
-        if hook is not None:
-            hook.remove()
-    # The unused last position is scored too (index 0): slicing it off first would copy
-    # every logit, and the point of selective_log_softmax is to copy none.
-    targets = torch.cat([completions, completions.new_zeros((batch, 1))], dim=1).to(device)
-    token_logprobs = selective_log_softmax(logits, targets, temperature)[:, :-1]
-    if entropies is not None:
-        entropy = softmax_entropy(logits, temperature)[:, :-1]
-        entropies.extend(entropy[i, :n] for i, n in enumerate(lengths))
-    return [token_logprobs[i, :n] for i, n in enumerate(lengths)]
-
-
 # Rows of logits turned into float32 at once by the log-softmax functions below: ~64 MB
 # for a 152k vocabulary (Qwen2.5-VL), where one float32 copy of a micro-batch's logits
 # is ~1.5 GB.
 LOG_SOFTMAX_CHUNK_BYTES = 64 * 2**20
 
 
-def _row_chunks(rows: int, vocab: int) -> list[tuple[int, int]]:
+def logit_row_chunks(rows: int, vocab: int) -> list[tuple[int, int]]:
+    """``(start, end)`` row ranges of a ``(rows, vocab)`` logit matrix, each at most
+    :data:`LOG_SOFTMAX_CHUNK_BYTES` in float32."""
     step = max(1, LOG_SOFTMAX_CHUNK_BYTES // (4 * max(vocab, 1)))
     return [(start, min(start + step, rows)) for start in range(0, rows, step)]
 
@@ -307,7 +213,7 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
         ctx: Any, logits: torch.Tensor, index: torch.Tensor, temperature: float
     ) -> torch.Tensor:
         out = torch.empty(index.shape, dtype=torch.float32, device=logits.device)
-        for start, end in _row_chunks(logits.shape[0], logits.shape[-1]):
+        for start, end in logit_row_chunks(logits.shape[0], logits.shape[-1]):
             scaled = logits[start:end].float() / temperature
             picked = scaled.gather(-1, index[start:end, None]).squeeze(-1)
             out[start:end] = picked - torch.logsumexp(scaled, dim=-1)
@@ -319,7 +225,7 @@ class _SelectiveLogSoftmax(torch.autograd.Function):
     def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
         logits, index = ctx.saved_tensors
         grad = torch.empty_like(logits)
-        for start, end in _row_chunks(logits.shape[0], logits.shape[-1]):
+        for start, end in logit_row_chunks(logits.shape[0], logits.shape[-1]):
             g = grad_out[start:end, None].float()
             # d logp[y] / d logit_j = (1[j = y] - softmax_j) / T
             chunk = torch.softmax(logits[start:end].float() / ctx.temperature, dim=-1) * -g
@@ -347,19 +253,6 @@ def selective_log_softmax(
         logits.reshape(-1, vocab), index.reshape(-1).long(), float(temperature)
     )
     return flat.view(index.shape)
-
-
-@torch.no_grad()
-def softmax_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """The entropy of ``softmax(logits / temperature)`` per position (float32, no
-    gradient), a chunk of rows at a time."""
-    vocab = logits.shape[-1]
-    flat = logits.reshape(-1, vocab)
-    out = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)
-    for start, end in _row_chunks(flat.shape[0], vocab):
-        logprobs = torch.log_softmax(flat[start:end].float() / temperature, dim=-1)
-        out[start:end] = -(logprobs.exp() * logprobs).sum(-1)
-    return out.view(logits.shape[:-1])
 
 
 def format_config_from_processor(processor: ProcessorMixin) -> FormatConfig:
@@ -447,7 +340,7 @@ class HFPolicy:
 
     def __init__(
         self,
-        model: PreTrainedModel,
+        model: VisionLanguageModel,
         processor: ProcessorMixin,
         format: ModelFormat,
         config: HFPolicyConfig | None = None,

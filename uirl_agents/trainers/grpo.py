@@ -27,13 +27,15 @@ With the loop, the whole update from episodes to the loss:
    ``kl_beta`` times the k3 KL to the reference; summed over tokens and divided by the
    iteration's completion tokens (every process) per optimizer step (the loop's update:
    :func:`~uirl_agents.trainers.update.run_update`). With ``grpo.loss_normalization:
-   episode`` each token counts 1 / its episode's tokens (:func:`weigh_episode`): a mean
+   episode`` each token counts 1 / its episode's tokens
+   (:func:`~uirl_agents.trainers.scoring.weigh_episode`): a mean
    over episodes, so a 30-step failure weighs as much as a 3-step success, not 10x.
 
 TRL: ``GRPOTrainer`` is not used: its ``rollout_func`` rebuilds pixels from the
 dataset's image column, so it cannot train on per-step screenshots of multi-step
 episodes. The pieces TRL would give (the clipped surrogate, k3 KL, group-normalised
-advantages) are in :mod:`uirl_agents.trainers.losses`.
+advantages) are in :mod:`uirl_agents.trainers.losses`; the surrogate with its inputs,
+which PPO shares, is :func:`~uirl_agents.trainers.scoring.surrogate_loss`.
 """
 
 from __future__ import annotations
@@ -41,28 +43,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-import torch
 from accelerate.utils import gather_object
-from torch.nn.utils.rnn import pad_sequence
 
 from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers import checkpoint as ckpt
-from uirl_agents.trainers.config import GRPOSection
+from uirl_agents.trainers.config import GRPOConfig, GRPOSection, config_as
 from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
-from uirl_agents.trainers.losses import (
-    clipped_policy_loss,
-    group_advantages,
-    kl_k3,
-    pad_sequences,
-    truncated_importance_weight,
-)
+from uirl_agents.trainers.losses import group_advantages
 from uirl_agents.trainers.replay import SuccessReplay, gathered_successes
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
-    sample_logprobs,
     score_samples,
+    surrogate_loss,
     token_sample,
+    weigh_episode,
 )
 from uirl_agents.trainers.update import BatchLoss, TokenSample
 from uirl_agents.trajectories import Episode
@@ -100,24 +95,34 @@ class GRPO(Algorithm):
 
     def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
         return step_samples(
-            episodes, run.config.grpo, vision_token_ids(run.model.config, run.processor.tokenizer)
+            episodes,
+            config_as(run.config, GRPOConfig).grpo,
+            vision_token_ids(run.model.config, run.processor.tokenizer),
         )
 
     def score(
         self, run: TrainingRun, samples: Sequence[TokenSample]
     ) -> tuple[list[TokenSample], dict[str, float]]:
         """The scoring pass over the samples that train (:meth:`trains`)."""
-        return list(samples), score_samples(run, [s for s in samples if self.trains(run, s)])
+        config = config_as(run.config, GRPOConfig)
+        return list(samples), score_samples(
+            run,
+            [s for s in samples if self.trains(run, s)],
+            temperature=config.rollout.temperature,
+            kl_beta=config.grpo.kl_beta,
+            micro_batch_tokens=config.optim.micro_batch_tokens,
+        )
 
     def trains(self, run: TrainingRun, sample: TokenSample) -> bool:
         """With ``grpo.skip_zero_advantage`` (and no KL) a step whose advantage is 0 adds
         no gradient: it stays in the layout of micro-batches and optimizer steps (the
         update is the one it would have given) but skips the passes."""
-        g = run.config.grpo
+        g = config_as(run.config, GRPOConfig).grpo
         return not (g.skip_zero_advantage and g.kl_beta == 0) or sample.advantage != 0
 
     def loss(self, run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
-        return grpo_loss(run, batch, run.config.grpo, run.config.rollout.temperature)
+        config = config_as(run.config, GRPOConfig)
+        return grpo_loss(run, batch, config.grpo, config.rollout.temperature)
 
 
 def step_samples(
@@ -145,7 +150,7 @@ def step_samples(
     )
     samples = []
     for episode, advantage in zip(episodes, advantages, strict=True):
-        steps = [token_sample(episode, step, cfg, excluded_ids) for step in episode.steps]
+        steps = [token_sample(episode, step, cfg.tis_cap, excluded_ids) for step in episode.steps]
         kept = [s for s in steps if s is not None]
         for sample in kept:
             sample.advantage = float(advantage)
@@ -153,62 +158,29 @@ def step_samples(
     return samples
 
 
-def weigh_episode(samples: list[TokenSample], normalization: str) -> list[TokenSample]:
-    """An episode's samples with their ``token_weight`` for ``grpo.loss_normalization``:
-    1 (``token``: a token mean over the iteration, so an episode weighs as its tokens),
-    or 1 / the episode's completion tokens (``episode``: each episode's tokens sum to
-    weight 1, and the normaliser counts episodes, so the loss is a mean over episodes of
-    each episode's token mean, whatever its length).
-
-    >>> s = [TokenSample([], [], [1, 2], 2), TokenSample([], [], [3, 4, 5, 6], 4)]
-    >>> [x.token_weight for x in weigh_episode(s, "episode")]
-    [0.16666666666666666, 0.16666666666666666]
-    """
-    tokens = sum(len(s.completion_ids) for s in samples)
-    if normalization == "episode" and tokens:
-        for sample in samples:
-            sample.token_weight = 1.0 / tokens
-    return samples
-
-
 def grpo_loss(
-    run: TrainingRun,
-    batch: Sequence[TokenSample],
-    cfg: GRPOSection,
-    temperature: float,
-    prompt_states: list[torch.Tensor] | None = None,
+    run: TrainingRun, batch: Sequence[TokenSample], cfg: GRPOSection, temperature: float
 ) -> BatchLoss:
-    """The micro-batch's clipped surrogate (+ KL) summed over its completion tokens.
+    """The micro-batch's clipped surrogate (+ TIS, + KL) summed over its completion tokens,
+    with ``cfg``'s settings (:func:`~uirl_agents.trainers.scoring.surrogate_loss`).
 
     Needs :func:`~uirl_agents.trainers.scoring.score_samples` first (the old and
-    reference logprobs). ``prompt_states`` receives each sample's hidden state at its
-    last prompt token, from the same pass (PPO's value head reads it).
+    reference logprobs).
     """
-    logprobs = sample_logprobs(run, batch, temperature=temperature, prompt_states=prompt_states)
-    logprobs = pad_sequence(logprobs, batch_first=True)
-    device = logprobs.device
-    old = pad_sequences([s.old_logprobs for s in batch]).to(device)
-    mask = pad_sequences([[1.0] * len(s.completion_ids) for s in batch]).to(device)
-    advantages = torch.tensor([s.advantage for s in batch], device=device).unsqueeze(1)
-    weights = torch.tensor([s.token_weight for s in batch], device=device).unsqueeze(1)
-    per_token, clipped = clipped_policy_loss(logprobs, old, advantages, cfg.clip_epsilon)
-    if cfg.tis_cap is not None:
-        rollout = pad_sequences([s.rollout_logprobs for s in batch]).to(device)
-        per_token = per_token * truncated_importance_weight(old, rollout, cfg.tis_cap)
-    stats = {"clip_fraction": float((clipped & mask.bool()).sum())}
-    if cfg.kl_beta > 0:
-        ref = pad_sequences([s.ref_logprobs for s in batch]).to(device)
-        kl = kl_k3(logprobs, ref)
-        per_token = per_token + cfg.kl_beta * kl
-        stats["kl"] = float((kl.detach() * mask).sum())
-    stats["abs_log_ratio"] = float(((logprobs.detach() - old).abs() * mask).sum())
-    return BatchLoss(loss_sum=(per_token * mask * weights).sum(), stats=stats)
+    return surrogate_loss(
+        run,
+        batch,
+        temperature=temperature,
+        clip_epsilon=cfg.clip_epsilon,
+        tis_cap=cfg.tis_cap,
+        kl_beta=cfg.kl_beta,
+    )
 
 
 def success_replay(run: TrainingRun) -> SuccessReplay | None:
     """The run's replay of successes (``grpo.replay``), restored when resumed and saved
     with every checkpoint; None when off."""
-    g = run.config.grpo
+    g = config_as(run.config, GRPOConfig).grpo
     if not g.replay:
         return None
     replay = SuccessReplay(g.replay_per_instance, g.replay_max_instances)

@@ -1,5 +1,5 @@
 """The pure math of the trainers: advantages (group-relative, GAE), the clipped policy and
-value losses, the k3 KL, batching.
+value losses, the k3 KL, the clipped surrogate GRPO and PPO share, batching.
 
 Small functions on tensors and lists, no model and no env, each tested against a
 hand-computed example (tests/test_trainers.py).
@@ -219,6 +219,58 @@ def kl_k3(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
     return torch.exp(delta) - delta - 1.0
 
 
+def clipped_surrogate(
+    logprobs: torch.Tensor,
+    old_logprobs: torch.Tensor,
+    *,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    weights: torch.Tensor,
+    clip_epsilon: float,
+    rollout_logprobs: torch.Tensor | None = None,
+    tis_cap: float | None = None,
+    ref_logprobs: torch.Tensor | None = None,
+    kl_beta: float = 0.0,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """GRPO's loss and PPO's policy term over a padded micro-batch, summed over its tokens.
+
+    Per token, :func:`clipped_policy_loss`, times :func:`truncated_importance_weight`
+    against ``rollout_logprobs`` when ``tis_cap`` is set, plus ``kl_beta`` times
+    :func:`kl_k3` to ``ref_logprobs`` when ``kl_beta > 0``; each token times ``mask``
+    (0 on padding) and its sample's ``weights``.
+
+    Args:
+        logprobs: ``(B, T)`` the current policy's (with gradients).
+        old_logprobs: ``(B, T)`` the scoring pass's, before the update.
+        advantages, weights: ``(B, 1)``: each sample's advantage and token weight.
+        mask: ``(B, T)``: 1 on completion tokens, 0 on padding.
+        clip_epsilon: the clip range.
+        rollout_logprobs: ``(B, T)`` the rollout engine's (needed with ``tis_cap``).
+        tis_cap: the truncated importance weight's cap (None: no weight).
+        ref_logprobs: ``(B, T)`` the reference policy's (needed with ``kl_beta > 0``).
+        kl_beta: the KL term's weight.
+
+    Returns:
+        ``(loss_sum, stats)``: the weighted sum over tokens (to be minimised), and sums
+        over tokens of ``clip_fraction`` (tokens clipped), ``abs_log_ratio`` and, with
+        ``kl_beta > 0``, ``kl``.
+    """
+    per_token, clipped = clipped_policy_loss(logprobs, old_logprobs, advantages, clip_epsilon)
+    if tis_cap is not None:
+        if rollout_logprobs is None:
+            raise ValueError("tis_cap needs rollout_logprobs")
+        per_token = per_token * truncated_importance_weight(old_logprobs, rollout_logprobs, tis_cap)
+    stats = {"clip_fraction": float((clipped & mask.bool()).sum())}
+    if kl_beta > 0:
+        if ref_logprobs is None:
+            raise ValueError("kl_beta > 0 needs ref_logprobs")
+        kl = kl_k3(logprobs, ref_logprobs)
+        per_token = per_token + kl_beta * kl
+        stats["kl"] = float((kl.detach() * mask).sum())
+    stats["abs_log_ratio"] = float(((logprobs.detach() - old_logprobs).abs() * mask).sum())
+    return (per_token * mask * weights).sum(), stats
+
+
 def token_budget_batches(
     items: Sequence[T], num_tokens: Callable[[T], int], budget: int
 ) -> list[list[T]]:
@@ -245,7 +297,7 @@ def token_budget_batches(
     return batches
 
 
-def pad_sequences(sequences: Sequence[Sequence[float]] | Sequence[torch.Tensor]) -> torch.Tensor:
+def pad_sequences(sequences: Sequence[Sequence[float] | torch.Tensor]) -> torch.Tensor:
     """Right-pad 1-D sequences with 0 into a float32 ``(B, T)`` tensor."""
     width = max((len(s) for s in sequences), default=0)
     out = torch.zeros((len(sequences), width), dtype=torch.float32)

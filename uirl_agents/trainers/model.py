@@ -43,7 +43,7 @@ def resolve_model_path(cfg: ModelConfig, output_dir: Path, accelerator: Accelera
         return cfg.name
     path = output_dir / TINY_MODEL_DIR
     if accelerator.is_main_process and not (path / "config.json").exists():
-        from uirl_agents.tiny_model import build_tiny_qwen25vl
+        from uirl_agents.testing.tiny_model import build_tiny_qwen25vl
 
         build_tiny_qwen25vl(path)
     accelerator.wait_for_everyone()

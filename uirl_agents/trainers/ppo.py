@@ -16,7 +16,7 @@ collected (per-step rewards: the env's dense reward mode gives one at every step
    never gets here: the loop leaves it out). The step's advantage is broadcast to its
    tokens; optionally normalised over the iteration (every process).
 3. **Loss** (:func:`ppo_loss`): GRPO's clipped surrogate
-   (:func:`~uirl_agents.trainers.grpo.grpo_loss`: + KL, TIS, the ``grpo`` section) plus
+   (:func:`~uirl_agents.trainers.scoring.surrogate_loss`: + KL, TIS, the ``grpo`` section) plus
    ``ppo.value_coef`` times the clipped value loss, each step's weighted by its
    completion tokens (so that the run's token mean makes it a token-weighted mean over
    steps).
@@ -36,15 +36,16 @@ import numpy as np
 import torch
 
 from uirl_agents.policies.hf import vision_token_ids
-from uirl_agents.trainers.config import GRPOConfig
-from uirl_agents.trainers.grpo import grpo_loss, weigh_episode
+from uirl_agents.trainers.config import GRPOConfig, config_as
 from uirl_agents.trainers.loop import Algorithm
 from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.scoring import (
     UPDATE_STREAM,
     score_samples,
+    surrogate_loss,
     token_sample,
+    weigh_episode,
 )
 from uirl_agents.trainers.update import BatchLoss, TokenSample
 from uirl_agents.trajectories import Episode
@@ -69,7 +70,8 @@ class PPO(Algorithm):
     def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
         """Every state of the episodes: the steps', then the final state of a truncated one."""
         excluded = vision_token_ids(run.model.config, run.processor.tokenizer)
-        self.states = [episode_states(e, run.config, excluded) for e in episodes]
+        config = config_as(run.config, GRPOConfig)
+        self.states = [episode_states(e, config, excluded) for e in episodes]
         return [x for s in self.states for x in (*s.steps, *([s.final] if s.final else []))]
 
     def score(
@@ -83,8 +85,17 @@ class PPO(Algorithm):
             (``1 - Var(R - V) / Var(R)`` over the trained steps of every process: 1 is a
             perfect critic, <= 0 one no better than a constant), ``train/advantage_std``.
         """
-        config = run.config
-        scores = score_samples(run, samples, value_head=run.value_head)
+        config = config_as(run.config, GRPOConfig)
+        if run.value_head is None:
+            raise ValueError("algorithm: ppo needs the run's value head")
+        scores = score_samples(
+            run,
+            samples,
+            temperature=config.rollout.temperature,
+            kl_beta=config.grpo.kl_beta,
+            micro_batch_tokens=config.optim.micro_batch_tokens,
+            value_head=run.value_head,
+        )
         set_advantages(self.states, config.ppo.gamma, config.ppo.lam)
         trained = [x for s in self.states for x in s.steps if x.completion_ids]
         value_metrics = _value_metrics(run, trained)
@@ -121,7 +132,7 @@ def episode_states(
     """
     steps = []
     for step in episode.steps:
-        sample = token_sample(episode, step, config.grpo, excluded_ids)
+        sample = token_sample(episode, step, config.grpo.tis_cap, excluded_ids)
         if sample is None:
             if step.messages is None or step.model_images is None:
                 raise ValueError(
@@ -147,10 +158,10 @@ def set_advantages(states: Sequence[EpisodeStates], gamma: float, lam: float) ->
     """GAE over each episode's scored states: every step sample gets its ``advantage``
     and ``value_target`` (the lambda-return)."""
     for s in states:
-        last_value = s.final.old_value if s.final is not None else 0.0
+        last_value = scored_value(s.final) if s.final is not None else 0.0
         advantages, returns = gae_advantages(
             [step.reward for step in s.episode.steps],
-            [sample.old_value for sample in s.steps],
+            [scored_value(sample) for sample in s.steps],
             terminated=s.final is None,
             last_value=last_value,
             gamma=gamma,
@@ -158,6 +169,17 @@ def set_advantages(states: Sequence[EpisodeStates], gamma: float, lam: float) ->
         )
         for sample, advantage, target in zip(s.steps, advantages, returns, strict=True):
             sample.advantage, sample.value_target = float(advantage), float(target)
+
+
+def scored_value(sample: TokenSample) -> float:
+    """The sample's ``old_value`` from the scoring pass.
+
+    Raises:
+        ValueError: the sample was not scored with a value head.
+    """
+    if sample.old_value is None:
+        raise ValueError("a state has no value: score the samples with the value head first")
+    return sample.old_value
 
 
 def shape_advantages(
@@ -192,9 +214,20 @@ def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
     """GRPO's clipped surrogate (+ KL) plus ``value_coef`` times the clipped value loss,
     each step's value loss weighted by its completion tokens (at their
     ``token_weight``, as the surrogate's)."""
-    config = run.config
+    config = config_as(run.config, GRPOConfig)
+    if run.value_head is None:
+        raise ValueError("algorithm: ppo needs the run's value head")
     states: list[torch.Tensor] = []
-    terms = grpo_loss(run, batch, config.grpo, config.rollout.temperature, prompt_states=states)
+    g = config.grpo
+    terms = surrogate_loss(
+        run,
+        batch,
+        temperature=config.rollout.temperature,
+        clip_epsilon=g.clip_epsilon,
+        tis_cap=g.tis_cap,
+        kl_beta=g.kl_beta,
+        prompt_states=states,
+    )
     values = run.value_head(torch.stack(states))
     device = values.device
     old = torch.tensor([s.old_value for s in batch], device=device)

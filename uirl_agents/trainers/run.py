@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 from accelerate.utils import gather_object, set_seed
+from torch.optim.lr_scheduler import LambdaLR
 from tqdm.auto import tqdm
 
 from uirl_agents.formats import ModelFormat, get_format
@@ -38,6 +39,7 @@ from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import (
     HFPolicy,
     HFPolicyConfig,
+    VisionLanguageModel,
     format_config_from_processor,
     vision_token_ids,
 )
@@ -124,22 +126,50 @@ class TrainingRun:
         self.is_main = self.accelerator.is_main_process
         self.output_dir.mkdir(parents=True, exist_ok=True)
         self._check_world_size()
-        checkpoint = ckpt.latest_checkpoint(self.output_dir)
-        self.resumed_from = checkpoint
         # name -> what a trainer adds to every checkpoint (``ckpt.load_extra`` reads it).
         self.checkpoint_extra: dict[str, Callable[[], Any]] = {}
         self.on_close = contextlib.ExitStack()
-        self.state: dict[str, Any] = {"episodes": 0, "trainer": trainer}
-        if checkpoint is not None:
-            self.state.update(ckpt.load_state(checkpoint))
-        if self.state["trainer"] != trainer:
+        self.resumed_from = ckpt.latest_checkpoint(self.output_dir)
+        self.state = self._resumed_state()
+        self.start_iteration = int(self.state.get("iteration", 0))
+        self._check_before_loading()
+        model_path = resolve_model_path(config.model, self.output_dir, self.accelerator)
+        self._load_model(model_path)
+        self.optimizer, self.scheduler = self._optimizer_and_schedule()
+        self._build_policies()
+        self.metrics = self._metrics_logger()
+        # Sessions last: nothing above can leave browsers (or pods) behind when it fails.
+        self._open_sessions()
+        try:
+            self.publish_weights(self.start_iteration)
+        except BaseException:
+            self.close()
+            raise
+
+    # ---- what the constructor sets up, in order ------------------------------------------
+
+    def _resumed_state(self) -> dict[str, Any]:
+        """The counters saved with the checkpoint resumed from (fresh ones without one).
+
+        Raises:
+            ValueError: the run folder holds another trainer's run.
+        """
+        state: dict[str, Any] = {"episodes": 0, "trainer": self.trainer}
+        if self.resumed_from is not None:
+            state.update(ckpt.load_state(self.resumed_from))
+        if state["trainer"] != self.trainer:
             raise ValueError(
-                f"{self.output_dir} holds a {self.state['trainer']} run, not {trainer}: "
+                f"{self.output_dir} holds a {state['trainer']} run, not {self.trainer}: "
                 "give this run another --output-dir"
             )
-        self.start_iteration = int(self.state.get("iteration", 0))
+        return state
+
+    def _check_before_loading(self) -> None:
+        """What can fail without a model said before one loads: metric backends, the
+        runtime (unreachable servers, RBAC, too few servers), the Hub token; then the
+        resolved config is saved and shown."""
+        config = self.config
         check_backends(config.logging.report_to)  # before any model or session
-        # Unreachable servers, RBAC, too few servers: said now, not after the model loads.
         check_runtime(
             config.env, num_envs=config.env.num_envs, rank=self.rank, world_size=self.world_size
         )
@@ -151,20 +181,26 @@ class TrainingRun:
             # async actor refuse it in the config, whichever way FSDP was asked for.
             config.__post_init__()
         if self.is_main:
-            save_config(config, self.output_dir / f"config_{trainer}.yaml")
-            logger.info("%s config (resolved):\n%s", trainer, _pretty(config_to_dict(config)))
-            if checkpoint is not None:
-                logger.info("resuming from %s (iteration %d)", checkpoint, self.start_iteration)
-        model_path = resolve_model_path(config.model, self.output_dir, self.accelerator)
+            save_config(config, self.output_dir / f"config_{self.trainer}.yaml")
+            logger.info("%s config (resolved):\n%s", self.trainer, _pretty(config_to_dict(config)))
+            if self.resumed_from is not None:
+                logger.info(
+                    "resuming from %s (iteration %d)", self.resumed_from, self.start_iteration
+                )
+
+    def _load_model(self, model_path: str) -> None:
+        """The policy model (sharded with FSDP), PPO's value head, their trainable
+        parameters, the processor and the prompt format."""
+        config = self.config
         set_seed(config.seed)  # the same initial weights on every process
-        self.model = build_model(
+        self.model: VisionLanguageModel = build_model(
             config.model,
             model_path,
             self.accelerator.device,
-            checkpoint,
+            self.resumed_from,
             reference_adapter=self._keep_reference_adapter(),
         )
-        self.value_head = self._build_value_head(checkpoint)
+        self.value_head = self._build_value_head(self.resumed_from)
         set_seed(config.seed + self.rank)  # then a sampling stream of its own
         self.compute_dtype = compute_dtype(config.model, self.accelerator.device)
         self.sharded = config.model.fsdp
@@ -179,22 +215,32 @@ class TrainingRun:
         self.format: ModelFormat = get_format(
             config.model.format, format_config_from_processor(self.processor)
         )
-        self.optimizer = torch.optim.AdamW(
-            self.trainable,
-            lr=config.optim.learning_rate,
-            weight_decay=config.optim.weight_decay,
+
+    def _optimizer_and_schedule(self) -> tuple[torch.optim.Optimizer, LambdaLR]:
+        """AdamW over the trainable parameters and its learning-rate schedule, with their
+        state (and this process's random state) restored when resumed."""
+        optim = self.config.optim
+        if optim.learning_rate is None:
+            raise ValueError("optim.learning_rate: unresolved (TrainConfig.__post_init__ sets it)")
+        optimizer = torch.optim.AdamW(
+            self.trainable, lr=optim.learning_rate, weight_decay=optim.weight_decay
         )
-        self.scheduler = iteration_scheduler(
-            self.optimizer,
-            config.optim.lr_scheduler,
-            warmup_iterations=config.optim.warmup_iterations,
-            iterations=config.iterations,
+        scheduler = iteration_scheduler(
+            optimizer,
+            optim.lr_scheduler,
+            warmup_iterations=optim.warmup_iterations,
+            iterations=self.config.iterations,
         )
-        if checkpoint is not None:
-            saved = ckpt.load_optimizer(checkpoint, self.scheduler)
-            sharding.load_optimizer_state(self.model, self.optimizer, saved)
-            ckpt.load_rng(checkpoint, self.rank, self.world_size)
-        r = config.rollout
+        if self.resumed_from is not None:
+            saved = ckpt.load_optimizer(self.resumed_from, scheduler)
+            sharding.load_optimizer_state(self.model, optimizer, saved)
+            ckpt.load_rng(self.resumed_from, self.rank, self.world_size)
+        return optimizer, scheduler
+
+    def _build_policies(self) -> None:
+        """The in-process rollout policy (``rollout``'s sampling) and the evaluation
+        policy (``eval.temperature``), both on the model being trained."""
+        r = self.config.rollout
         sampling = HFPolicyConfig(
             max_images=r.max_images,
             max_history=r.max_history,
@@ -205,34 +251,39 @@ class TrainingRun:
         self._hf_policy = HFPolicy(self.model, self.processor, self.format, sampling)
         self.policy: Policy = self._hf_policy
         # Evaluation differs from rollouts only in how it samples.
+        e = self.config.eval
         evaluation = dataclasses.replace(
-            sampling,
-            do_sample=config.eval.temperature > 0,
-            temperature=config.eval.temperature or 1.0,
+            sampling, do_sample=e.temperature > 0, temperature=e.temperature or 1.0
         )
         self.eval_policy = HFPolicy(self.model, self.processor, self.format, evaluation)
-        self.metrics: MetricsLogger | None = None
-        if self.is_main:
-            lc = config.logging
-            self.metrics = MetricsLogger(
-                self.output_dir,
-                lc.report_to,
-                Path(lc.log_dir) if lc.log_dir else self.output_dir / "tb",
-                lc.run_name or self.output_dir.name,
-                lc.wandb_project,
-                config_to_dict(config),
-                start_step=self.start_iteration + 1,
-            )
-        # Sessions last: nothing above can leave browsers (or pods) behind when it fails.
-        self.runtime = build_runtime(config.env, rank=self.rank, world_size=self.world_size)
+
+    def _metrics_logger(self) -> MetricsLogger | None:
+        """The main process's metric sinks (None on the others)."""
+        if not self.is_main:
+            return None
+        lc = self.config.logging
+        return MetricsLogger(
+            self.output_dir,
+            lc.report_to,
+            Path(lc.log_dir) if lc.log_dir else self.output_dir / "tb",
+            lc.run_name or self.output_dir.name,
+            lc.wandb_project,
+            config_to_dict(self.config),
+            start_step=self.start_iteration + 1,
+        )
+
+    def _open_sessions(self) -> None:
+        """This process's runtime and sessions (closed again if opening them fails)."""
+        env = self.config.env
+        self.runtime = build_runtime(env, rank=self.rank, world_size=self.world_size)
         try:
             self.envs = vector_env(
-                config.env,
-                config.env.num_envs,
+                env,
+                env.num_envs,
                 runtime=self.runtime,
-                reward_mode=config.env.reward_mode,
-                image_format=config.env.image_format,
-                screen_size=tuple(config.env.screen_size or DEFAULT_SCREEN),
+                reward_mode=env.reward_mode,
+                image_format=env.image_format,
+                screen_size=tuple(env.screen_size or DEFAULT_SCREEN),
             )
         except BaseException:
             if self.runtime is not None:
@@ -241,15 +292,10 @@ class TrainingRun:
         logger.info(
             "process %d: %d sessions on %s",
             self.rank,
-            config.env.num_envs,
-            describe(config.env, self.rank, self.world_size),
+            env.num_envs,
+            describe(env, self.rank, self.world_size),
         )
         self.envs_lock = threading.Lock()
-        try:
-            self.publish_weights(self.start_iteration)
-        except BaseException:
-            self.close()
-            raise
 
     def _build_value_head(self, checkpoint: Path | None) -> ValueHead | None:
         """PPO's value head, restored from the checkpoint and saved with every one."""
@@ -257,7 +303,10 @@ class TrainingRun:
             return None
         head = ValueHead.for_model(self.model, self.accelerator.device)
         if checkpoint is not None:
-            head.load_state_dict(ckpt.load_extra(checkpoint, VALUE_HEAD_CHECKPOINT))
+            saved = ckpt.load_extra(checkpoint, VALUE_HEAD_CHECKPOINT)
+            if saved is None:
+                raise ValueError(f"{checkpoint} holds no value head ({VALUE_HEAD_CHECKPOINT}.pt)")
+            head.load_state_dict(saved)
         self.checkpoint_extra[VALUE_HEAD_CHECKPOINT] = head.state_dict
         return head
 
@@ -457,7 +506,7 @@ class TrainingRun:
         """After an iteration's update: ``train/learning_rate`` (the rate the update used)
         and, with several processes, ``train/rank_divergence``; then the schedule moves
         on to the next iteration's rate."""
-        metrics = {"train/learning_rate": self.scheduler.get_last_lr()[0]}
+        metrics = {"train/learning_rate": float(self.scheduler.get_last_lr()[0])}
         if self.world_size > 1 and not self.sharded:  # sharded: one copy, nothing to compare
             metrics["train/rank_divergence"] = divergence = self.rank_divergence()
             if divergence > 0 and self.is_main:

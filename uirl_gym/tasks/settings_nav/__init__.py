@@ -105,6 +105,7 @@ made with:
 
 ```python
 """docs/images/tasks/settings_nav.png: a test-split SettingsNav episode, mid-task."""
+
 import sys
 
 import gymnasium as gym

@@ -26,7 +26,7 @@ One builder per family (:data:`FAMILIES`); they share the tokenizer training
 defaults (top_k=1, repetition_penalty 1.05, ...) on purpose, so that tests catch a
 policy that lets them leak into sampling.
 
-CLI: ``python -m uirl_agents.tiny_model [--family NAME] OUT_DIR`` (default family:
+CLI: ``python -m uirl_agents.testing.tiny_model [--family NAME] OUT_DIR`` (default family:
 ``qwen2.5-vl``).
 """
 
@@ -38,6 +38,7 @@ import logging
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any, Protocol
 
 import torch
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -56,6 +57,7 @@ from transformers import (
     PaliGemmaProcessor,
     PretrainedConfig,
     PreTrainedModel,
+    PreTrainedTokenizerBase,
     Qwen2_5_VLConfig,
     Qwen2VLConfig,
     Qwen3VLConfig,
@@ -75,10 +77,9 @@ from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImag
 from transformers.processing_utils import ProcessorMixin
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
+from uirl_agents.formats import FORMATS, get_format
+from uirl_agents.models import image_only_processor_class
 from uirl_gym.actions import Action, ActionType
-
-from .formats import FORMATS, FormatConfig, get_format
-from .models import image_only_processor_class
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,13 @@ QWEN3_PLAIN_ADDED_TOKENS = (
     "</think>",
 )
 # The text model of every family: 2 layers of width 32, grouped-query attention.
-TEXT_SIZES = {
+# Qwen's byte-level vocabulary has no unknown token (transformers' default is one).
+QWEN_TOKENIZER_TOKENS: dict[str, Any] = {
+    "unk_token": None,
+    "eos_token": "<|im_end|>",
+    "pad_token": "<|endoftext|>",
+}
+TEXT_SIZES: dict[str, Any] = {
     "hidden_size": 32,
     "intermediate_size": 64,
     "num_hidden_layers": 2,
@@ -258,13 +265,14 @@ def build_tokenizer(
         qwen_regex=True,
     )
     state = json.loads(bpe.to_str())["model"]
-    merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]]
+    # Pairs: tokenizers' BPE takes (left, right) tuples, whatever transformers annotates.
+    merges: list[Any] = [
+        tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in state["merges"]
+    ]
     tokenizer = Qwen2Tokenizer(
         vocab=state["vocab"],
         merges=merges,
-        unk_token=None,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
+        **QWEN_TOKENIZER_TOKENS,
     )
     tokenizer.add_special_tokens({"additional_special_tokens": list(QWEN_SPECIAL_TOKENS)})
     tokenizer.add_tokens(
@@ -321,7 +329,11 @@ def _random_model(config: PretrainedConfig, seed: int) -> PreTrainedModel:
         return AutoModelForImageTextToText.from_config(config)
 
 
-def _save(out: Path, model: PreTrainedModel, *parts: object) -> Path:
+class _Saveable(Protocol):
+    def save_pretrained(self, save_directory: str | Path, /) -> Any: ...
+
+
+def _save(out: Path, model: PreTrainedModel, *parts: _Saveable) -> Path:
     """Write the model and its processing parts (processor, or tokenizer and image
     processor) to ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -337,7 +349,8 @@ def _save(out: Path, model: PreTrainedModel, *parts: object) -> Path:
     return out
 
 
-def _token_ids(tokenizer: object, **tokens: str) -> dict[str, int]:
+def _token_ids(tokenizer: PreTrainedTokenizerBase, **tokens: str) -> dict[str, Any]:
+    """Config fields (``image_token_id=...``) set to the ids of the tokens named."""
     return {key: tokenizer.convert_tokens_to_ids(token) for key, token in tokens.items()}
 
 
@@ -359,7 +372,7 @@ def _qwen_text_config(tokenizer: Qwen2Tokenizer) -> dict:
     }
 
 
-def _qwen_vision_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, int]:
+def _qwen_vision_token_ids(tokenizer: Qwen2Tokenizer) -> dict[str, Any]:
     return _token_ids(
         tokenizer,
         image_token_id="<|image_pad|>",
@@ -482,7 +495,7 @@ def build_tiny_qwen3vl(out_dir: str | Path, *, seed: int = 0) -> Path:
 # each visual token carries where it is, so "which token shows the target" becomes "which
 # digits to write" through attention and an MLP. Qwen2.5-VL's tower has rotary positions
 # only, which a model trained from scratch has to turn into absolute ones itself.
-SMALL_TEXT_SIZES = {
+SMALL_TEXT_SIZES: dict[str, Any] = {
     "hidden_size": 128,
     "intermediate_size": 384,
     "num_hidden_layers": 4,
@@ -622,7 +635,7 @@ def build_tiny_llava(out_dir: str | Path, *, seed: int = 0) -> Path:
     config = LlavaConfig(
         vision_config=_clip_vision_config(28),
         text_config=_llama_text_config(tokenizer),
-        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        **_token_ids(tokenizer, image_token_index="<image>"),
         projector_hidden_act="gelu",
         vision_feature_layer=-2,
         vision_feature_select_strategy="default",
@@ -642,7 +655,7 @@ def build_tiny_llava_next(out_dir: str | Path, *, seed: int = 0) -> Path:
     config = LlavaNextConfig(
         vision_config=_clip_vision_config(28),
         text_config=_llama_text_config(tokenizer),
-        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        **_token_ids(tokenizer, image_token_index="<image>"),
         image_grid_pinpoints=pinpoints,
         vision_feature_layer=-2,
         vision_feature_select_strategy="default",
@@ -663,7 +676,7 @@ _IDEFICS3_TOKENS = ("<fake_token_around_image>", "<image>", "<global-img>", "<en
 
 
 def _idefics3_like(
-    config_cls: type[PretrainedConfig],
+    config_cls: Callable[..., PretrainedConfig],
     image_processor_cls: type,
     processor_cls: type[ProcessorMixin],
     bos: str,
@@ -753,8 +766,7 @@ def build_tiny_paligemma(out_dir: str | Path, *, seed: int = 0) -> Path:
     tokenizer = _generic_tokenizer(
         bos="<bos>", eos="<eos>", pad="<pad>", extra_special=("<image>",), chat_template=None
     )
-    image_processor = SiglipImageProcessorPil(size={"height": 28, "width": 28})
-    image_processor.image_seq_length = 4
+    image_processor = SiglipImageProcessorPil(size={"height": 28, "width": 28}, image_seq_length=4)
     # The processor adds PaliGemma's 1024 <locNNNN> and 128 <segNNN> tokens: size the
     # vocabulary after it.
     processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tokenizer)
@@ -840,11 +852,6 @@ def tiny_family(name: str) -> str | None:
     if name == "tiny":
         return "qwen2.5-vl"
     return name.removeprefix("tiny-") if name.startswith("tiny-") else None
-
-
-def tiny_format_config() -> FormatConfig:
-    """The :class:`FormatConfig` matching the tiny Qwen models' image processor."""
-    return FormatConfig(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS)
 
 
 def main(argv: list[str] | None = None) -> None:
