@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from types import SimpleNamespace
 
@@ -81,11 +82,14 @@ def main(out: str) -> None:
         report = {"step_tokens": per_rank, "optimizer_steps": metrics["train/optimizer_steps"]}
         with open(out, "w") as f:
             json.dump(report, f)
-    # Both ranks past their last collective before either tears gloo down: a rank that
-    # destroyed the group while its peer was still in all_gather_object was once killed
-    # by "terminate called without an active exception" (SIGABRT).
+    # Both ranks past their last collective, then out without tearing gloo down: its
+    # teardown (destroy_process_group, or the interpreter's exit) now and then aborts a
+    # rank with "terminate called without an active exception" (SIGABRT), even after a
+    # barrier (a CI run of 2026-11-27). Nothing is left to flush: the report is closed.
     dist.barrier()
-    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
