@@ -8,7 +8,7 @@ import json
 import threading
 from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, TypeVar
 
 
 class QuietHandler(BaseHTTPRequestHandler):
@@ -38,11 +38,21 @@ class QuietHandler(BaseHTTPRequestHandler):
         self.send_body(status, json.dumps(payload).encode(), "application/json", headers)
 
 
-@contextlib.contextmanager
-def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[ThreadingHTTPServer]:
+S = TypeVar("S", bound=ThreadingHTTPServer)
+
+
+def serving(
+    handler: type[BaseHTTPRequestHandler],
+) -> contextlib.AbstractContextManager[ThreadingHTTPServer]:
     """``handler`` served on 127.0.0.1 (port 0) from a thread, shut down on exit; yields
     the server (its port: ``server.server_address[1]``)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    return running(ThreadingHTTPServer(("127.0.0.1", 0), handler))
+
+
+@contextlib.contextmanager
+def running(server: S) -> Iterator[S]:
+    """A server already built (a subclass that keeps state) served from a thread, shut
+    down on exit."""
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
     thread.daemon = True
     thread.start()

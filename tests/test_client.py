@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import requests
-from http_standin import QuietHandler
+from http_standin import QuietHandler, running
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import InvalidActionError, SessionClient, SessionUnavailableError
@@ -56,14 +56,8 @@ class FlakyHandler(QuietHandler):
 
 @pytest.fixture
 def flaky() -> Iterator[FlakyServer]:
-    server = FlakyServer(failures=2)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with running(FlakyServer(failures=2)) as server:
         yield server
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_reads_are_retried_actions_are_not(flaky: FlakyServer) -> None:
