@@ -529,6 +529,10 @@ def test_a_page_that_hangs_costs_its_deadline_and_one_episode(hanging_task: str)
             _, reward, terminated, truncated, info = env.step(Action(ActionType.LEFT_CLICK, 1, 1))
             assert truncated and not terminated and reward == 0.0
             assert "ActionTimeoutError" in info["error"] and "within 2s" in info["error"]
+            # What the deadline was waiting on, so that a rare timeout can be traced.
+            assert (
+                "stuck in the action, waiting on CDP: Input.dispatchMouseEvent (" in info["error"]
+            )
             assert env.unwrapped.timings == {} or env.unwrapped.timings.get("act_s", 0) < 10
             obs, _ = env.reset(seed=0)
             assert env.unwrapped.session == session  # the same session, a fresh page

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import json
 import logging
 import re
 import secrets
 import time
 import uuid
-from collections.abc import AsyncIterator, Hashable, Mapping
+from collections.abc import AsyncIterator, Coroutine, Hashable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, FastAPI, HTTPException, Request
@@ -493,6 +494,34 @@ async def act(request: Request) -> Response:
     return outcome.response(request)
 
 
+_T = TypeVar("_T")
+
+
+class _DeadlinePassed(Exception):
+    """An action's deadline passed; says what it was waiting on."""
+
+
+async def _within(
+    deadline_s: float, work: Coroutine[Any, Any, _T], state: SessionState, phase: str
+) -> _T:
+    """``work`` within ``deadline_s``, or _DeadlinePassed naming the CDP commands still
+    unanswered when it passed: read before the work is cancelled (cancelling forgets
+    them), so that a deadline met once in 100,000 steps can be traced to its wait."""
+    task = asyncio.ensure_future(work)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=deadline_s)
+    except asyncio.CancelledError:
+        task.cancel()
+        raise
+    if done:
+        return task.result()
+    waiting = state.browser.waiting_on()
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    raise _DeadlinePassed(f"stuck in the {phase}, waiting on CDP: {waiting}")
+
+
 async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
     """Act and capture (the lock is held) within the request's deadline; HTTPException
     when it failed."""
@@ -500,18 +529,20 @@ async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
         raise _page_stuck(state.page_stuck)
     t0 = time.perf_counter()
     try:
-        async with asyncio.timeout(parsed.timeout_s):
-            await state.browser.act(parsed.action)
+        await _within(parsed.timeout_s, state.browser.act(parsed.action), state, "action")
         t1 = time.perf_counter()
         if parsed.delay_s:
             await asyncio.sleep(parsed.delay_s)
-        async with asyncio.timeout(max(parsed.timeout_s - (t1 - t0), MIN_ACTION_TIMEOUT_S)):
-            image = await state.browser.capture(parsed.image_format, parsed.jpeg_quality)
-    except TimeoutError:
-        what = parsed.action.type.value
+        image = await _within(
+            max(parsed.timeout_s - (t1 - t0), MIN_ACTION_TIMEOUT_S),
+            state.browser.capture(parsed.image_format, parsed.jpeg_quality),
+            state,
+            "screenshot",
+        )
+    except _DeadlinePassed as passed:
         state.page_stuck = (
-            f"the {what} action and its screenshot did not finish within "
-            f"{parsed.timeout_s:g}s (a page that hangs?)"
+            f"the {parsed.action.type.value} action and its screenshot did not finish "
+            f"within {parsed.timeout_s:g}s (a page that hangs?; {passed})"
         )
         logger.warning(
             "episode %s: %s; the page is given up", state.task.episode_id, state.page_stuck

@@ -118,7 +118,8 @@ class CdpConnection:
         self._read_fd = read_fd
         self._write_fd = write_fd
         self._ids = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str]] = {}
+        # id -> (its answer, the method, when it was sent: time.monotonic())
+        self._pending: dict[int, tuple[asyncio.Future[dict[str, Any]], str, float]] = {}
         self._handlers: dict[tuple[str | None, str], list[EventHandler]] = defaultdict(list)
         self._buffer = bytearray()
         self._out = bytearray()
@@ -148,7 +149,7 @@ class CdpConnection:
         if session_id is not None:
             message["sessionId"] = session_id
         future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
-        self._pending[msg_id] = (future, method)
+        self._pending[msg_id] = (future, method, time.monotonic())
         self._write(orjson.dumps(message) + b"\0")
         try:
             return await asyncio.wait_for(future, timeout_s)
@@ -156,6 +157,12 @@ class CdpConnection:
             raise CdpError(f"no answer within {timeout_s:.0f}s", method=method) from None
         finally:
             self._pending.pop(msg_id, None)
+
+    def unanswered(self) -> list[tuple[str, float]]:
+        """The commands sent and not answered yet, oldest first: (method, seconds waited).
+        What a deadline that ran out was waiting on."""
+        now = time.monotonic()
+        return [(method, now - sent) for _, method, sent in self._pending.values()]
 
     def on(self, method: str, handler: EventHandler, session_id: str | None = None) -> None:
         self._handlers[(session_id, method)].append(handler)
@@ -216,7 +223,7 @@ class CdpConnection:
             pending = self._pending.get(msg_id)
             if pending is None or pending[0].done():
                 return
-            future, method = pending
+            future, method, _ = pending
             if "error" in message:
                 error = message["error"]
                 future.set_exception(
@@ -238,7 +245,7 @@ class CdpConnection:
         logger.debug("CDP pipe closed: %s", why)
         self.closed.set()
         self._stop_io()
-        for future, method in list(self._pending.values()):
+        for future, method, _ in list(self._pending.values()):
             if not future.done():
                 future.set_exception(
                     CdpError(f"the browser has been closed ({why})", method=method)

@@ -338,6 +338,14 @@ class CdpBrowserSession:
         """Page targets open in Chromium (the episode's and the one prepared)."""
         return len(self._pages)
 
+    def waiting_on(self) -> str:
+        """The CDP commands sent and not answered yet, e.g. ``Input.dispatchMouseEvent
+        (9.8s)``; ``none`` when the wait was the server's own (a settle or a frame)."""
+        if self._process is None:
+            return "none (Chromium is not running)"
+        unanswered = self._process.connection.unanswered()
+        return ", ".join(f"{m} ({s:.1f}s)" for m, s in unanswered) or "none"
+
     def _on_closed(self, params: dict[str, Any]) -> None:
         if self.alive:
             logger.warning("Chromium disconnected (%s)", params.get("reason"))
