@@ -558,7 +558,8 @@ def write_doc(doc: Path, summary: dict[str, Any], *, config_steps: int) -> None:
     )
     body = (
         f"Command: `python scripts/stall_hunt.py --steps {config_steps}`; {when}, "
-        f"{os.cpu_count()} cores, shared with other jobs{done}.\n\n{markdown(summary)}\n"
+        f"{os.cpu_count()} cores (the load below is the machine's, the hunt's own sessions "
+        f"included){done}.\n\n{markdown(summary)}\n"
     )
     doc.write_text(f"{head}{start}\n{body}{end}{tail}", "utf-8")
 
