@@ -511,15 +511,21 @@ async def _within(
     try:
         done, _ = await asyncio.wait({task}, timeout=deadline_s)
     except asyncio.CancelledError:
-        task.cancel()
+        # The request was cancelled: the work ends before the lock is let go, so that
+        # the next action never runs beside it.
+        await _cancelled(task)
         raise
     if done:
         return task.result()
     waiting = state.browser.waiting_on()
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
+    await _cancelled(task)
     raise _DeadlinePassed(f"stuck in the {phase}, waiting on CDP: {waiting}")
+
+
+async def _cancelled(task: asyncio.Future[Any]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
