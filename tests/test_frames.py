@@ -4,9 +4,13 @@ when the server captures, and a scroll lands where Chromium's own wheel puts it.
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
+from PIL import Image
 from static_pages import serving_pages
 
 from uirl_gym.actions import Action, ActionType
@@ -94,3 +98,61 @@ def test_a_scroll_under_frames_on_demand_lands_where_chromiums_wheel_does(
     on_demand, native, _ = asyncio.run(_play(page_url, executable))
     assert not on_demand
     assert native == states
+
+
+def _spinner_gif() -> bytes:
+    """A 12-frame GIF, 20 ms a frame: a loading spinner's animation, in colours."""
+    frames = [Image.new("RGB", (32, 32), (i * 20, 80, 160)) for i in range(12)]
+    out = io.BytesIO()
+    frames[0].save(out, "GIF", save_all=True, append_images=frames[1:], duration=20, loop=0)
+    return out.getvalue()
+
+
+# An animated image on a page that changes every few milliseconds, which the agent
+# clicks and types on (MiniWoB's flight.AA: its airport field's loading spinner).
+SPINNER_PAGE = """<!doctype html><html><body style="margin: 0">
+<img src="data:image/gif;base64,GIF" width="64" height="64">
+<div id="clock">0</div>
+<div style="width: 3000px; height: 3000px; background: linear-gradient(90deg, #fff, #ccd)"></div>
+<script>
+let ticks = 0;
+setInterval(() => { clock.textContent = ++ticks; }, 4);
+window.uirlEpisode = 0;
+window.uirlLoad = () => { window.uirlEpisode += 1; };
+window.uirlInspect = () => ({});
+</script></body></html>""".replace("GIF", base64.b64encode(_spinner_gif()).decode()).encode()
+
+
+async def _click_and_type_beside_a_spinner(url: str, executable: str) -> list[bytes]:
+    """A screenshot after each action: 30 clicks, each followed by typed text."""
+    browser = CdpBrowserSession(url, executable)
+    await browser.start()
+    try:
+        await browser.new_episode({})
+        screens = []
+        for _ in range(30):
+            for action in (
+                Action(ActionType.LEFT_CLICK, 100, 80),
+                Action(ActionType.TYPE, text="ab"),
+            ):
+                await asyncio.wait_for(browser.act(action), 10)
+                screens.append(await asyncio.wait_for(browser.capture(), 10))
+        return screens
+    finally:
+        await browser.stop()
+
+
+def test_an_animated_image_never_stalls_a_frame_and_shows_its_first_frame() -> None:
+    """Under frames on demand an animated image's next frame, due in a frame that also
+    commits the page's changes, left ``beginFrame`` unanswered for good (before the fix:
+    a timeout within the first 10 actions, in every run); now every action and capture
+    answers, and the image stays on its first frame in every screenshot."""
+    executable = find_browser()
+    if not is_headless_shell(executable):
+        pytest.skip(f"frames on demand need the headless shell; found {executable}")
+    with serving_pages({}, SPINNER_PAGE) as url:
+        screens = asyncio.run(_click_and_type_beside_a_spinner(url, executable))
+    spinner = {
+        tuple(np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))[32, 32]) for png in screens
+    }
+    assert spinner == {(0, 80, 160)}

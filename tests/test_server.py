@@ -281,9 +281,10 @@ def _is_browser_main(pid: int) -> bool:
     return b"chrom" in cmdline[0] and not any(a.startswith(b"--type=") for a in cmdline)
 
 
-def test_chromium_gets_every_feature_switch(runtime: LocalRuntime, session: SessionInfo) -> None:
+def test_chromium_gets_every_feature_and_blink_setting(runtime: LocalRuntime, session: SessionInfo) -> None:
     """Chromium keeps only the last of a switch given twice: the features frames on
-    demand turn off (RasterInducingScroll) join the base list, not replace it."""
+    demand turn off (RasterInducingScroll) join the base list, not replace it, and so
+    does their Blink setting (no image animation) join the pointer settings."""
     (args,) = [
         cmdline
         for pid in descendant_pids(runtime.pid(session))
@@ -293,8 +294,12 @@ def test_chromium_gets_every_feature_switch(runtime: LocalRuntime, session: Sess
     (disabled,) = [a for a in args if a.startswith("--disable-features=")]
     features = set(disabled.removeprefix("--disable-features=").split(","))
     assert {"PaintHolding", "HttpsUpgrades"} <= features
+    (blink,) = [a for a in args if a.startswith("--blink-settings=")]
+    settings = dict(item.split("=") for item in blink.removeprefix("--blink-settings=").split(","))
+    assert settings["primaryPointerType"] == "4"
     if "--enable-begin-frame-control" in args:
         assert "RasterInducingScroll" in features
+        assert settings["imageAnimationPolicy"] == "2"
 
 
 def test_misdirected_requests_are_refused(session: SessionInfo) -> None:

@@ -71,26 +71,31 @@ BASE_SWITCHES = (
 )
 
 
-_FEATURE_SWITCHES = ("--enable-features=", "--disable-features=")
+# Switches whose value is a comma-separated list of items (a feature, or a Blink setting
+# ``name=value``).
+_LIST_SWITCHES = ("--enable-features=", "--disable-features=", "--blink-settings=")
 
 
-def merge_feature_switches(args: Sequence[str]) -> list[str]:
-    """The switches with one ``--enable-features`` and one ``--disable-features`` holding
-    every list given, in place of the first: Chromium keeps only the last value of a
-    switch given twice, so a second list (the frame-control one, a user's extra
-    arguments) silently dropped the first."""
-    merged: dict[str, dict[str, None]] = {}  # switch -> its features, in order
+def merge_list_switches(args: Sequence[str]) -> list[str]:
+    """The switches with one ``--enable-features``, one ``--disable-features`` and one
+    ``--blink-settings`` holding every list given, in place of the first: Chromium keeps
+    only the last value of a switch given twice, so a second list (the frame-control
+    one, a user's extra arguments) silently dropped the first. A Blink setting given
+    twice keeps its last value (a user's extra arguments win)."""
+    merged: dict[str, dict[str, str]] = {}  # switch -> {item's name: item}, in order
     out: list[str] = []
     for arg in args:
-        prefix = next((p for p in _FEATURE_SWITCHES if arg.startswith(p)), None)
+        prefix = next((p for p in _LIST_SWITCHES if arg.startswith(p)), None)
         if prefix is None:
             out.append(arg)
             continue
         if prefix not in merged:
             merged[prefix] = {}
             out.append(prefix)  # filled in below, where the first one stood
-        merged[prefix] |= dict.fromkeys(f for f in arg.removeprefix(prefix).split(",") if f)
-    return [arg + ",".join(merged[arg]) if arg in merged else arg for arg in out]
+        for item in arg.removeprefix(prefix).split(","):
+            if item:
+                merged[prefix][item.partition("=")[0]] = item
+    return [arg + ",".join(merged[arg].values()) if arg in merged else arg for arg in out]
 
 
 class CdpError(Exception):
@@ -298,7 +303,7 @@ class ChromiumProcess:
         from_browser_r, from_browser_w = os.pipe()
         argv = [
             executable,
-            *merge_feature_switches(
+            *merge_list_switches(
                 [
                     *BASE_SWITCHES,
                     *(["--headless"] if headless else []),

@@ -90,10 +90,20 @@ EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
 # frame is never answered (traced: ``has_pending_tree`` and
 # ``active_tree_needs_first_draw``, deadline blocked). The page then scrolls as before
 # that feature: its main thread repaints the scroller.
+#
+# And no image animation (a GIF, APNG or WebP shows its first frame): the compositor
+# advances an animated image by the same impl-side invalidation, and one due in the
+# frame that also commits a change from the page (text typed while a spinner turns:
+# MiniWoB's flight.AA) ends in the same stall (traced: ``ImageAnimationController``
+# asked for the frame; ``has_pending_tree``, ``active_tree_needs_first_draw``, deadline
+# blocked). Chromium's own switches for frame control (``--disable-threaded-animation``,
+# ``--disable-checker-imaging``, ``--disable-image-animation-resync``) did not prevent
+# it. A still image is also what a screenshot can show the same way every time.
 FRAME_CONTROL_ARGS = (
     "--enable-begin-frame-control",
     "--run-all-compositor-stages-before-draw",
     "--disable-features=RasterInducingScroll",
+    "--blink-settings=imageAnimationPolicy=2",  # Blink's kImageAnimationPolicyNoAnimation
 )
 # "0" draws at 60 Hz with the headless shell too (for comparisons and odd apps).
 FRAME_CONTROL_ENV_VAR = "UIRL_FRAMES_ON_DEMAND"
