@@ -281,7 +281,9 @@ def _is_browser_main(pid: int) -> bool:
     return b"chrom" in cmdline[0] and not any(a.startswith(b"--type=") for a in cmdline)
 
 
-def test_chromium_gets_every_feature_and_blink_setting(runtime: LocalRuntime, session: SessionInfo) -> None:
+def test_chromium_gets_every_feature_and_blink_setting(
+    runtime: LocalRuntime, session: SessionInfo
+) -> None:
     """Chromium keeps only the last of a switch given twice: the features frames on
     demand turn off (RasterInducingScroll) join the base list, not replace it, and so
     does their Blink setting (no image animation) join the pointer settings."""
