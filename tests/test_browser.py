@@ -4,22 +4,26 @@ server."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from processes import running
+from static_pages import serving_pages
 from test_server import FIELDS, centre
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import SessionClient
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
-from uirl_gym.server.chromium import is_headless_shell
+from uirl_gym.server.cdp_browser import CdpBrowserSession
+from uirl_gym.server.chromium import find_browser, is_headless_shell
 from uirl_gym.server.keyboard import describe
 
 
@@ -88,3 +92,60 @@ def test_chromium_exits_with_its_server_even_on_sigkill(runtime: LocalRuntime) -
         time.sleep(0.1)
     runtime.release(info, healthy=False)
     assert alive == []
+
+
+# Three-character fields that pass the focus on when full (a code entry), and a log of
+# every key event the page gets.
+CODE_PAGE = b"""<!doctype html><html><body>
+<input id="a" maxlength="3"><input id="b" maxlength="3"><textarea id="c"></textarea>
+<script>
+const log = [];
+for (const el of [a, b, c]) {
+  for (const kind of ["keydown", "keypress", "input", "keyup"]) {
+    el.addEventListener(kind, (e) => log.push(`${kind}:${e.key ?? e.data}@${el.id}`));
+  }
+}
+a.addEventListener("input", () => { if (a.value.length === 3) b.focus(); });
+b.addEventListener("input", () => { if (b.value.length === 3) c.focus(); });
+window.uirlEpisode = 0;
+window.uirlLoad = () => { window.uirlEpisode += 1; };
+window.uirlInspect = () => {
+  const box = a.getBoundingClientRect();
+  return {a: a.value, b: b.value, c: c.value, log, at: [box.x + 10, box.y + box.height / 2]};
+};
+</script></body></html>"""
+
+
+async def _type_into_code_fields(url: str, text: str) -> dict[str, Any]:
+    browser = CdpBrowserSession(url, find_browser())
+    await browser.start()
+    try:
+        await browser.new_episode({})
+        x, y = (await browser.inspect())["at"]  # in field a
+        await browser.act(Action(ActionType.LEFT_CLICK, round(x), round(y)))
+        await browser.act(Action(ActionType.TYPE, text=text))
+        return await browser.inspect()
+    finally:
+        await browser.stop()
+
+
+def test_typed_keys_reach_the_page_in_order_where_the_focus_is() -> None:
+    """A text's key events are sent without waiting for each answer (a 512-character
+    text took ~1.8 s one event at a time); the page still gets each key's keydown,
+    keypress, input and keyup in order, in the element focused when it is handled (a
+    field that passes the focus on), and text outside the layout between them."""
+    text = "abcdefé" + "x" * 500 + "Z!"
+    with serving_pages({}, CODE_PAGE) as url:
+        page = asyncio.run(_type_into_code_fields(url, text))
+    assert (page["a"], page["b"], page["c"]) == ("abc", "def", "é" + "x" * 500 + "Z!")
+    # The keyup of a field's third key goes to the next field: its input event moved
+    # the focus, as one event at a time did.
+    expected = []
+    for i, char in enumerate("abcdef"):
+        field, after = "abc"[i // 3], "abc"[(i + 1) // 3]
+        expected += [f"{kind}:{char}@{field}" for kind in ("keydown", "keypress", "input")]
+        expected.append(f"keyup:{char}@{after}")
+    expected.append("input:é@c")  # inserted text: an input event, no key events
+    for char in "x" * 500 + "Z!":
+        expected += [f"{kind}:{char}@c" for kind in ("keydown", "keypress", "input", "keyup")]
+    assert page["log"] == expected
