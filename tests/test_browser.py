@@ -149,3 +149,41 @@ def test_typed_keys_reach_the_page_in_order_where_the_focus_is() -> None:
     for char in "x" * 500 + "Z!":
         expected += [f"{kind}:{char}@c" for kind in ("keydown", "keypress", "input", "keyup")]
     assert page["log"] == expected
+
+
+# A field whose page loops for ever on the key "g".
+HANGING_FIELD_PAGE = b"""<!doctype html><html><body><textarea id="t"></textarea><script>
+t.addEventListener("keydown", (e) => { if (e.key === "g") while (true) {} });
+window.uirlEpisode = 0;
+window.uirlLoad = () => { window.uirlEpisode += 1; };
+window.uirlInspect = () => {
+  const box = t.getBoundingClientRect();
+  return {at: [box.x + 10, box.y + box.height / 2]};
+};
+</script></body></html>"""
+
+
+async def _type_into_a_hung_page(url: str) -> str:
+    browser = CdpBrowserSession(url, find_browser())
+    await browser.start()
+    try:
+        await browser.new_episode({})
+        x, y = (await browser.inspect())["at"]
+        await browser.act(Action(ActionType.LEFT_CLICK, round(x), round(y)))
+        typing = asyncio.ensure_future(browser.act(Action(ActionType.TYPE, text="g" + "x" * 300)))
+        await asyncio.wait({typing}, timeout=1.0)
+        waiting_on = browser.waiting_on()  # what a 504 says, read before cancelling
+        typing.cancel()
+        return waiting_on
+    finally:
+        await browser.stop()
+
+
+def test_a_hung_page_names_its_unanswered_keys_once() -> None:
+    """A typed text's key events are all in flight at once: on a page that stops
+    answering, what the deadline waited on names the method once, with its count and
+    longest wait (not 602 entries in a 504)."""
+    with serving_pages({}, HANGING_FIELD_PAGE) as url:
+        waiting_on = asyncio.run(_type_into_a_hung_page(url))
+    assert waiting_on.startswith("Input.dispatchKeyEvent x602 ("), waiting_on
+    assert "," not in waiting_on

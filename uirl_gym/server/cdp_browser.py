@@ -354,8 +354,7 @@ class CdpBrowserSession:
         (9.8s)``; ``none`` when the wait was the server's own (a settle or a frame)."""
         if self._process is None:
             return "none (Chromium is not running)"
-        unanswered = self._process.connection.unanswered()
-        return ", ".join(f"{m} ({s:.1f}s)" for m, s in unanswered) or "none"
+        return describe_unanswered(self._process.connection.unanswered())
 
     def _on_closed(self, params: dict[str, Any]) -> None:
         if self.alive:
@@ -1081,6 +1080,19 @@ class CdpBrowserSession:
         if fmt is ImageFormat.RAW:
             return _png_to_rgb(data)
         return data
+
+
+def describe_unanswered(unanswered: list[tuple[str, float]]) -> str:
+    """``(method, seconds waited)`` pairs, oldest first, as ``A (9.8s), B x512 (9.7s)``:
+    one entry per method, with the count and the longest wait (a typed text's key events
+    are all in flight at once: a 504 must not list a thousand of them)."""
+    counts: dict[str, int] = {}
+    longest: dict[str, float] = {}
+    for method, waited in unanswered:
+        counts[method] = counts.get(method, 0) + 1
+        longest[method] = max(longest.get(method, 0.0), waited)
+    entries = [f"{m}{f' x{n}' if n > 1 else ''} ({longest[m]:.1f}s)" for m, n in counts.items()]
+    return ", ".join(entries) or "none"
 
 
 def _js_call(function: str, *args: Any) -> str:
