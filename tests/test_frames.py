@@ -145,7 +145,7 @@ async def _click_and_type_beside_a_spinner(url: str, executable: str) -> list[by
 def test_an_animated_image_never_stalls_a_frame_and_shows_its_first_frame() -> None:
     """Under frames on demand an animated image's next frame, due in a frame that also
     commits the page's changes, left ``beginFrame`` unanswered for good (before the fix:
-    a timeout within the first 10 actions, in every run); now every action and capture
+    a timeout within the first second, 5 runs of 5); now every action and capture
     answers, and the image stays on its first frame in every screenshot."""
     executable = find_browser()
     if not is_headless_shell(executable):
