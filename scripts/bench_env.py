@@ -43,7 +43,7 @@ from uirl_gym.actions import Action, ActionType, ScrollDirection
 from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.base import session_headers
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig, descendant_pids
-from uirl_gym.server.chromium import find_browser
+from uirl_gym.session.browser.chromium import find_browser
 from uirl_gym.vector import SessionVectorEnv
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"

@@ -17,7 +17,7 @@ requests to a live session, with the API calls the stand-in served for them.
 
 ``--scale``: for each N, N sessions (pods), each reached both ways in alternate rounds:
 at its pod IP and through the routing proxy (its own process, ``python -m
-uirl_gym.server.proxy``, as in a cluster). Per route: resets/s (reset + screenshot, as
+uirl_gym.runtimes.kubernetes.proxy``, as in a cluster). Per route: resets/s (reset + screenshot, as
 ``UIEnv.reset``) and steps/s (a click + PNG screenshot, as ``UIEnv.step``) with all N at
 once and no policy in between (the most N sessions give), the median step; what the
 proxy adds to it and the proxy's CPU per request; PSS per session. The machine's load
@@ -57,10 +57,10 @@ from uirl_agents.policies.base import PolicyStep  # noqa: E402
 from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.client import SessionClient  # noqa: E402
-from uirl_gym.runtimes.k8s_api import PodApi, load_api_client  # noqa: E402
 from uirl_gym.runtimes.kubernetes import KubernetesRuntime, KubernetesRuntimeConfig  # noqa: E402
+from uirl_gym.runtimes.kubernetes.api import PodApi, load_api_client  # noqa: E402
+from uirl_gym.runtimes.kubernetes.proxy import ProxyConfig, create_proxy_app  # noqa: E402
 from uirl_gym.runtimes.local import descendant_pids  # noqa: E402
-from uirl_gym.server.proxy import ProxyConfig, create_proxy_app  # noqa: E402
 from uirl_gym.vector import SessionVectorEnv  # noqa: E402
 
 NS = "bench"
@@ -234,7 +234,7 @@ def proxy_process(standin: PodStandIn, port: int) -> Iterator[subprocess.Popen[b
 
 
 def start_proxy(standin: PodStandIn, port: int) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "uirl_gym.server.proxy", "--host", "127.0.0.1"]
+    command = [sys.executable, "-m", "uirl_gym.runtimes.kubernetes.proxy", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--namespace", NS, "--api-server", standin.url]
     process = subprocess.Popen(command + ["--log-level", "warning"], stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30

@@ -56,7 +56,7 @@ from uirl_agents.evaluate import (
 from uirl_agents.leaderboard import write_leaderboard
 from uirl_agents.rollout import EpisodeSpec
 from uirl_agents.trainers.cli import add_field_options, field_overrides, load_config
-from uirl_gym.runtimes.settings import (
+from uirl_gym.make import (
     RuntimeSettings,
     build_runtime,
     check_runtime,

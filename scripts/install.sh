@@ -78,16 +78,16 @@ install_torch() {
 }
 
 install_browser() {
-  if "$PYTHON" -c "from uirl_gym.server.chromium import find_browser; print('browser:', find_browser())" 2>/dev/null; then
+  if "$PYTHON" -c "from uirl_gym.session.browser.chromium import find_browser; print('browser:', find_browser())" 2>/dev/null; then
     # A full Chromium only: sessions on the headless shell take half the memory
     # (docs/benchmarks.md). Best effort: the browser found already works.
-    if ! "$PYTHON" -c "import sys; from uirl_gym.server.chromium import find_browser; sys.exit('headless' not in find_browser())" \
+    if ! "$PYTHON" -c "import sys; from uirl_gym.session.browser.chromium import find_browser; sys.exit('headless' not in find_browser())" \
         && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
       echo "Installing Debian's chromium-headless-shell next to the browser found" >&2
       { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
           chromium-headless-shell; } \
         || echo "chromium-headless-shell could not be installed; sessions use the browser found" >&2
-      "$PYTHON" -c "from uirl_gym.server.chromium import find_browser; print('browser:', find_browser())"
+      "$PYTHON" -c "from uirl_gym.session.browser.chromium import find_browser; print('browser:', find_browser())"
     fi
     return
   fi
@@ -103,7 +103,7 @@ install_browser() {
     "$PYTHON" -c "import playwright" 2>/dev/null || "$PYTHON" -m pip install playwright
     "$PYTHON" -m playwright install --with-deps chromium-headless-shell chromium
   fi
-  "$PYTHON" -c "from uirl_gym.server.chromium import find_browser; print('browser:', find_browser())"
+  "$PYTHON" -c "from uirl_gym.session.browser.chromium import find_browser; print('browser:', find_browser())"
 }
 
 # What torch is installed, which build, and the disk it takes.

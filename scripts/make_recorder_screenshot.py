@@ -18,7 +18,7 @@ from playwright.sync_api import Page, sync_playwright
 from uirl_agents.recorder import Recorder, RecorderConfig, RecorderServer
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH
 from uirl_gym.env import UIEnv
-from uirl_gym.server.chromium import find_browser
+from uirl_gym.session.browser.chromium import find_browser
 from uirl_gym.tasks.expert import box_centre
 
 

@@ -98,7 +98,7 @@ class Kubelet(threading.Thread):
         if argv and argv[0] == "python":
             argv[0] = sys.executable
         argv = [self.ip if arg == "0.0.0.0" else arg for arg in argv]
-        if "uirl_gym.server" in argv:
+        if "uirl_gym.session" in argv:
             argv += ["--parent-pid", str(os.getpid())]
         return argv
 

@@ -17,7 +17,7 @@ from uirl_gym.actions import (
     parse_keys,
     to_action,
 )
-from uirl_gym.server.act_params import parse_act_query
+from uirl_gym.session.act_params import parse_act_query
 
 
 @pytest.mark.parametrize(

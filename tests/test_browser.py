@@ -22,9 +22,9 @@ from test_server import FIELDS, centre
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import SessionClient
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
-from uirl_gym.server.cdp_browser import CdpBrowserSession
-from uirl_gym.server.chromium import find_browser, is_headless_shell
-from uirl_gym.server.keyboard import describe
+from uirl_gym.session.browser.chromium import find_browser, is_headless_shell
+from uirl_gym.session.browser.keys import describe
+from uirl_gym.session.browser.session import CdpBrowserSession
 
 
 def test_key_descriptions_follow_playwright() -> None:
@@ -43,7 +43,7 @@ def test_the_server_never_loads_playwright() -> None:
     """No Node driver, and not even Playwright's Python package (a test tool only, not a
     dependency of the install), in a session server."""
     code = (
-        "import sys; from uirl_gym.server.app import SessionState, ServerConfig; "
+        "import sys; from uirl_gym.session.app import SessionState, ServerConfig; "
         "SessionState(ServerConfig()); "
         "sys.exit(any(m.startswith('playwright') for m in sys.modules))"
     )

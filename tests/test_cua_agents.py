@@ -843,7 +843,7 @@ def test_evaluate_runs_vendor_agents_and_the_leaderboard_renders(
     from playwright.sync_api import sync_playwright
 
     from uirl_agents.trajectories import Episode, Step
-    from uirl_gym.server.chromium import find_browser
+    from uirl_gym.session.browser.chromium import find_browser
 
     root = Path(__file__).resolve().parents[1]
     anthropic = StandIn("/v1/messages", anthropic_click_then_stop)

@@ -266,7 +266,7 @@ def test_resume_after_a_kill(tmp_path: Path) -> None:
 def check_replay_opens_in_chromium(page_path: Path, episodes: int) -> None:
     from playwright.sync_api import sync_playwright
 
-    from uirl_gym.server.chromium import find_browser
+    from uirl_gym.session.browser.chromium import find_browser
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=find_browser())

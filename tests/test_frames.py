@@ -14,8 +14,8 @@ from PIL import Image
 from static_pages import serving_pages
 
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.server.cdp_browser import FRAME_CONTROL_ENV_VAR, CdpBrowserSession
-from uirl_gym.server.chromium import find_browser, is_headless_shell
+from uirl_gym.session.browser.chromium import find_browser, is_headless_shell
+from uirl_gym.session.browser.session import FRAME_CONTROL_ENV_VAR, CdpBrowserSession
 
 # Nested scrollers, a scroller whose table header is sticky (Chromium's wheel never
 # finishes a frame over it under frame control), one whose wheel listener cancels the

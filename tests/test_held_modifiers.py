@@ -14,9 +14,9 @@ import pytest
 from static_pages import serving_pages
 
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.server.act_params import parse_act_query
-from uirl_gym.server.cdp_browser import FRAME_CONTROL_ENV_VAR, CdpBrowserSession
-from uirl_gym.server.chromium import find_browser, is_headless_shell
+from uirl_gym.session.act_params import parse_act_query
+from uirl_gym.session.browser.chromium import find_browser, is_headless_shell
+from uirl_gym.session.browser.session import FRAME_CONTROL_ENV_VAR, CdpBrowserSession
 
 # Records each event with the modifiers it carried; a tall scroller for the wheel; an
 # HTML5 drag source and drop target.

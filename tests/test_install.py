@@ -46,7 +46,7 @@ def test_the_browser_lookup_of_install_sh_imports_what_exists() -> None:
     import importlib
 
     imports = set(re.findall(r"from (uirl_gym[\w.]*) import (\w+)", INSTALL.read_text()))
-    assert ("uirl_gym.server.chromium", "find_browser") in imports
+    assert ("uirl_gym.session.browser.chromium", "find_browser") in imports
     for module, name in sorted(imports):
         assert hasattr(importlib.import_module(module), name), f"{module}.{name}"
 

@@ -36,7 +36,8 @@ from uirl_gym.runtimes.base import (  # noqa: E402
     RuntimeClosedError,
     SessionStartError,
 )
-from uirl_gym.runtimes.k8s_api import (  # noqa: E402
+from uirl_gym.runtimes.kubernetes import KubernetesRuntime, KubernetesRuntimeConfig  # noqa: E402
+from uirl_gym.runtimes.kubernetes.api import (  # noqa: E402
     APP_LABEL,
     APP_NAME,
     EXPIRES_ANNOTATION,
@@ -45,9 +46,8 @@ from uirl_gym.runtimes.k8s_api import (  # noqa: E402
     PodApi,
     load_api_client,
 )
-from uirl_gym.runtimes.k8s_pods import build_pod_manifest, cleanup_orphans, load_template  # noqa: E402
-from uirl_gym.runtimes.kubernetes import KubernetesRuntime, KubernetesRuntimeConfig  # noqa: E402
-from uirl_gym.server.proxy import ProxyConfig, create_proxy_app  # noqa: E402
+from uirl_gym.runtimes.kubernetes.pods import build_pod_manifest, cleanup_orphans, load_template  # noqa: E402
+from uirl_gym.runtimes.kubernetes.proxy import ProxyConfig, create_proxy_app  # noqa: E402
 
 pytestmark = pytest.mark.k8s
 
@@ -201,7 +201,7 @@ def test_built_pod_manifest() -> None:
     assert spec["restartPolicy"] == "Never"
     assert spec["automountServiceAccountToken"] is False
     (container,) = spec["containers"]
-    assert container["command"][:3] == ["python", "-m", "uirl_gym.server"]
+    assert container["command"][:3] == ["python", "-m", "uirl_gym.session"]
     assert container["command"][3:] == [
         "--host", "0.0.0.0", "--port", "8123", "--session-id", "abc123",
         "--task", "simple_data_entry", "--log-level", "warning",
@@ -589,7 +589,7 @@ def test_orphan_cleanup(standin: PodStandIn, api: PodApi) -> None:
 def test_proxy_token_comes_from_the_mounted_secret(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from uirl_gym.server.proxy import read_proxy_token
+    from uirl_gym.runtimes.kubernetes.proxy import read_proxy_token
 
     monkeypatch.delenv("UIRL_PROXY_TOKEN", raising=False)
     secret = tmp_path / "token"

@@ -42,7 +42,7 @@ from uirl_gym.openenv import (  # noqa: E402
     resolve_task,
     to_wire_action,
 )
-from uirl_gym.openenv.models import ACTION_TYPE_NAMES  # noqa: E402
+from uirl_gym.openenv_wire import ACTION_TYPE_NAMES  # noqa: E402
 from uirl_gym.runtimes.local import LocalRuntimeConfig, descendant_pids  # noqa: E402
 from uirl_gym.tasks import TASKS  # noqa: E402
 

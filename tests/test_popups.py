@@ -15,8 +15,8 @@ import pytest
 from static_pages import serving_pages
 
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.server.cdp_browser import CdpBrowserSession
-from uirl_gym.server.chromium import find_browser
+from uirl_gym.session.browser.chromium import find_browser
+from uirl_gym.session.browser.session import CdpBrowserSession
 
 FRAME = b"""<!doctype html><html><body style="margin:0">
 <select id="inner" style="width:150px;height:30px"><option>x</option><option>y</option></select>

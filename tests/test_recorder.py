@@ -28,7 +28,7 @@ from uirl_agents.trajectories import EPISODES_FILE, load_episodes, to_sft_exampl
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
 from uirl_gym.client import SessionClient
 from uirl_gym.runtimes.base import TOKEN_ENV_VAR, TOKEN_HEADER, SessionInfo
-from uirl_gym.server.chromium import find_browser
+from uirl_gym.session.browser.chromium import find_browser
 from uirl_gym.tasks.expert import box_centre
 
 REPO = Path(__file__).resolve().parents[1]

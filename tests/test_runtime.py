@@ -18,7 +18,7 @@ import requests
 
 from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError
 from uirl_gym.runtimes.local import STOP_GRACE_S, LocalRuntime, LocalRuntimeConfig
-from uirl_gym.server.chromium import BrowserNotFoundError, find_browser
+from uirl_gym.session.browser.chromium import BrowserNotFoundError, find_browser
 
 CHILD = """
 import json, sys, time

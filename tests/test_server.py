@@ -361,8 +361,8 @@ class _State:
 )
 def test_503_only_when_the_browser_is_really_gone(message: str, alive: bool, status: int) -> None:
     """A browser error with Chromium still answering is not 'the browser failed'."""
-    from uirl_gym.server.app import _browser_error
-    from uirl_gym.server.cdp import CdpError
+    from uirl_gym.session.app import _browser_error
+    from uirl_gym.session.browser.cdp import CdpError
 
     error = asyncio.run(_browser_error(_State(alive), CdpError(message), "the action"))  # type: ignore[arg-type]
     assert error.status_code == status, error.detail

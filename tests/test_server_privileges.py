@@ -12,7 +12,7 @@ import requests
 
 from uirl_gym.runtimes.base import TOKEN_HEADER, SessionInfo, session_headers
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
-from uirl_gym.server.guards import MAX_BODY_BYTES
+from uirl_gym.session.guards import MAX_BODY_BYTES
 from uirl_gym.tasks import OWN_TASKS, TASKS
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 

@@ -40,10 +40,7 @@ from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
 from uirl_agents.trajectories import load_episodes  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.env import UIEnv  # noqa: E402
-from uirl_gym.runtimes.base import TOKEN_ENV_VAR  # noqa: E402
-from uirl_gym.runtimes.k8s_api import RUN_LABEL, PodApi  # noqa: E402
-from uirl_gym.runtimes.kubernetes import KubernetesRuntime  # noqa: E402
-from uirl_gym.runtimes.settings import (  # noqa: E402
+from uirl_gym.make import (  # noqa: E402
     RuntimeSettings,
     RuntimeSettingsError,
     build_runtime,
@@ -51,7 +48,10 @@ from uirl_gym.runtimes.settings import (  # noqa: E402
     rank_servers,
     vector_env,
 )
-from uirl_gym.server.proxy import ProxyConfig, create_proxy_app  # noqa: E402
+from uirl_gym.runtimes.base import TOKEN_ENV_VAR  # noqa: E402
+from uirl_gym.runtimes.kubernetes import KubernetesRuntime  # noqa: E402
+from uirl_gym.runtimes.kubernetes.api import RUN_LABEL, PodApi  # noqa: E402
+from uirl_gym.runtimes.kubernetes.proxy import ProxyConfig, create_proxy_app  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_CPU = REPO / "scripts" / "configs" / "tiny_cpu.yaml"
@@ -68,7 +68,7 @@ CLICK = Action(ActionType.LEFT_CLICK, x=640, y=400)
 
 @dataclass
 class HandServer:
-    """A session server started as a user would (``python -m uirl_gym.server``)."""
+    """A session server started as a user would (``python -m uirl_gym.session``)."""
 
     url: str
     process: subprocess.Popen[bytes]
@@ -90,7 +90,7 @@ def start_servers(n: int, folder: Path) -> list[HandServer]:
     servers = []
     for _ in range(n):
         port_file = folder / f"{uuid.uuid4().hex}.port"
-        command = [sys.executable, "-m", "uirl_gym.server", "--port", "0"]
+        command = [sys.executable, "-m", "uirl_gym.session", "--port", "0"]
         command += ["--port-file", str(port_file), "--parent-pid", str(os.getpid())]
         process = subprocess.Popen(
             command,
@@ -278,7 +278,7 @@ def test_bad_settings_fail_before_the_model_loads(
 def test_a_proxy_that_wants_another_token_is_said_at_start(
     standin: PodStandIn, api: PodApi, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from uirl_gym.runtimes.settings import check_runtime
+    from uirl_gym.make import check_runtime
 
     monkeypatch.delenv("UIRL_PROXY_TOKEN", raising=False)
     with serve_app(create_proxy_app(ProxyConfig(token="proxy-secret"), api)) as url:
@@ -572,7 +572,7 @@ def test_grpo_on_an_openenv_server(tmp_path: Path) -> None:
 def test_openenv_lost_connection_ends_the_episode_as_a_session_failure() -> None:
     pytest.importorskip("openenv")
     from uirl_gym.openenv import make_app
-    from uirl_gym.openenv.env import OpenEnvEnv
+    from uirl_gym.remote_env import OpenEnvEnv
 
     port = free_port()
     with serve_app(make_app(), port) as url:
@@ -592,7 +592,7 @@ def test_openenv_lost_connection_ends_the_episode_as_a_session_failure() -> None
 def test_a_full_openenv_server_says_how_many_sessions_it_needs() -> None:
     pytest.importorskip("openenv")
     from uirl_gym.openenv import ServerConfig, make_app
-    from uirl_gym.openenv.env import OpenEnvEnv
+    from uirl_gym.remote_env import OpenEnvEnv
 
     with serve_app(make_app(ServerConfig(max_sessions=1))) as url:
         holder, refused = OpenEnvEnv(url), OpenEnvEnv(url)

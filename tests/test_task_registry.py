@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from uirl_gym.task_docs import TaskDocError, check_doc, task_page
 from uirl_gym.tasks import OWN_TASKS, TASKS
 from uirl_gym.tasks.base import TaskSpec
-from uirl_gym.tasks.docs import TaskDocError, check_doc, task_page
 
 REPO = Path(__file__).resolve().parents[1]
 

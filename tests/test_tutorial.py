@@ -18,8 +18,8 @@ from task_contract import CHECKS
 from task_play import task_runtime
 
 from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.task_docs import main as write_docs
 from uirl_gym.tasks import TASKS, discover_tasks
-from uirl_gym.tasks.docs import main as write_docs
 
 REPO = Path(__file__).resolve().parents[1]
 # A fenced block the tutorial means as a file: ```python file=todo_task/task.py

@@ -37,7 +37,7 @@ logger = logging.getLogger(__name__)
 class SubEnv(Protocol):
     """What the vector env needs of a sub-env: UIEnv's calls and spaces, and its wall
     times (``timings``); :class:`~uirl_gym.env.UIEnv` and
-    :class:`~uirl_gym.openenv.env.OpenEnvEnv` are two."""
+    :class:`~uirl_gym.remote_env.OpenEnvEnv` are two."""
 
     observation_space: gym.Space[Any]
     action_space: gym.Space[Any]
@@ -69,7 +69,7 @@ class SessionVectorEnv(VectorEnv):
 
     ``make_env`` makes the sub-envs instead of ``UIEnv(runtime=runtime, **env_kwargs)``:
     any env with UIEnv's reset/step/close and spaces (e.g.
-    :class:`~uirl_gym.openenv.env.OpenEnvEnv`, sessions on an OpenEnv server).
+    :class:`~uirl_gym.remote_env.OpenEnvEnv`, sessions on an OpenEnv server).
 
     Methods:
         reset(seed=..., options=...): ``seed`` an int (seed, seed+1, ...) or a list;

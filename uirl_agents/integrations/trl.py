@@ -58,7 +58,7 @@ them out of their group's baseline and gives them no advantage.
 Sessions: each instance holds one warm uirl session (``UIEnv``), reused across episodes
 with in-session resets: the local runtime by default, any :class:`Runtime` (e.g.
 ``KubernetesRuntime``) given as ``runtime``, or a
-:class:`~uirl_gym.runtimes.settings.RuntimeSettings` (the trainers' ``env.runtime``
+:class:`~uirl_gym.make.RuntimeSettings` (the trainers' ``env.runtime``
 setting: a runtime built from it is shared by the class's instances in this process),
 a session server at ``base_url``, or an OpenEnv server at ``openenv_url``. Sessions close when their instance is garbage
 collected, at :func:`close_environments`, at exit, and on SIGINT/SIGTERM (the local
@@ -82,8 +82,8 @@ import numpy as np
 from PIL import Image
 
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, SCREEN_HEIGHT, SCREEN_WIDTH, ActionType
+from uirl_gym.make import RuntimeSettings, build_runtime, check_runtime
 from uirl_gym.runtimes.base import Runtime
-from uirl_gym.runtimes.settings import RuntimeSettings, build_runtime, check_runtime
 from uirl_gym.tasks import TASKS, task_spec
 
 __all__ = [

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from uirl_agents.quantization import quantization_mode
 from uirl_gym.actions import check_screen
-from uirl_gym.runtimes.settings import DENSE_ON_OPENENV, RuntimeSettings
+from uirl_gym.make import DENSE_ON_OPENENV, RuntimeSettings
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ class ModelConfig:
 @dataclass
 class EnvConfig(RuntimeSettings):
     """The sessions each process runs (where: ``runtime`` and its fields, from
-    :class:`~uirl_gym.runtimes.settings.RuntimeSettings`) and the task instances they get."""
+    :class:`~uirl_gym.make.RuntimeSettings`) and the task instances they get."""
 
     num_envs: int = param(4, help="Sub-envs (browser sessions) per process.")
     tasks: dict[str, float] | None = param(

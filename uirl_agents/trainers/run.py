@@ -2,7 +2,7 @@
 metrics and checkpoints (:class:`TrainingRun`).
 
 Each process (``accelerate launch`` / ``torchrun``, or a plain ``python``) owns its own
-sessions (a runtime from ``env.runtime``, :mod:`uirl_gym.runtimes.settings`: local
+sessions (a runtime from ``env.runtime``, :mod:`uirl_gym.make`: local
 subprocesses, its own Kubernetes pods, its share of ``env.servers`` or its own OpenEnv
 sessions; and a :class:`~uirl_gym.vector.SessionVectorEnv`), collects its own episodes with
 :func:`~uirl_agents.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
@@ -68,7 +68,7 @@ from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
 from uirl_agents.trajectories import Episode, TrajectoryWriter
 from uirl_gym.actions import DEFAULT_SCREEN
-from uirl_gym.runtimes.settings import build_runtime, check_runtime, describe, vector_env
+from uirl_gym.make import build_runtime, check_runtime, describe, vector_env
 
 logger = logging.getLogger(__name__)
 

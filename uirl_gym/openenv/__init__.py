@@ -55,24 +55,24 @@ if importlib.util.find_spec("openenv") is None:  # pragma: no cover - depends on
         "uirl_gym.openenv needs OpenEnv: pip install -e '.[openenv]' (or pip install openenv)"
     )
 
-from uirl_gym.openenv.client import (  # noqa: E402
-    OpenEnvSession,
-    UirlEnvClient,
-    decode_screenshot,
-    to_wire_action,
-)
-from uirl_gym.openenv.models import (  # noqa: E402
-    DEFAULT_TASK,
-    UirlAction,
-    UirlObservation,
-    UirlState,
-)
 from uirl_gym.openenv.server import (  # noqa: E402
     ServerConfig,
     UirlEnvironment,
     encode_png,
     make_app,
     resolve_task,
+)
+from uirl_gym.openenv_client import (  # noqa: E402
+    OpenEnvSession,
+    UirlEnvClient,
+    decode_screenshot,
+    to_wire_action,
+)
+from uirl_gym.openenv_wire import (  # noqa: E402
+    DEFAULT_TASK,
+    UirlAction,
+    UirlObservation,
+    UirlState,
 )
 
 __all__ = [

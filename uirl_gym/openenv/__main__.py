@@ -1,7 +1,7 @@
 """``python -m uirl_gym.openenv``: serve every uirl task through OpenEnv.
 
 Binds the listening socket before start-up so that ``--port 0`` works (the chosen port
-is written to ``--port-file``), as ``python -m uirl_gym.server`` does.
+is written to ``--port-file``), as ``python -m uirl_gym.session`` does.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ from PIL import Image
 from uirl_gym import MAX_EPISODE_STEPS
 from uirl_gym.env import ResetNeededError, UIEnv
 from uirl_gym.openenv.guard import LOOPBACK_HOSTS, OpenEnvGuard
-from uirl_gym.openenv.models import (
+from uirl_gym.openenv_wire import (
     ACTION_TYPE_NAMES,
     DEFAULT_TASK,
     SESSION_CLOSED,
@@ -90,7 +90,7 @@ class ServerConfig:
         step_timeout_s: how long one action may take in the session.
         idle_timeout_s: a session that gets no message for this long is closed by
             OpenEnv's reaper, even with its WebSocket open (the next call is refused with
-            :data:`~uirl_gym.openenv.models.SESSION_CLOSED`; ``OpenEnvSession`` reconnects);
+            :data:`~uirl_gym.openenv_wire.SESSION_CLOSED`; ``OpenEnvSession`` reconnects);
             it also ends sessions made through ``/mcp`` that no WebSocket closes. None:
             never.
         runtime: the runtime every session comes from (e.g. a ``KubernetesRuntime`` with

@@ -134,7 +134,7 @@ def server_command(
     return [
         python,
         "-m",
-        "uirl_gym.server",
+        "uirl_gym.session",
         "--host",
         host,
         "--port",

@@ -1,6 +1,6 @@
 """The local runtime: session servers as subprocesses on 127.0.0.1.
 
-Each session is ``python -m uirl_gym.server --port 0`` in its own process group; the
+Each session is ``python -m uirl_gym.session --port 0`` in its own process group; the
 server picks a free port and writes it to a port file, so no two sessions race for a
 port. Sessions are stopped on :meth:`LocalRuntime.close`, at interpreter exit, on
 SIGINT/SIGTERM, and by the servers themselves if this process dies (``--parent-pid``).
@@ -45,7 +45,7 @@ from uirl_gym.runtimes.base import (
     register_session,
     server_command,
 )
-from uirl_gym.server.cdp import PROFILE_PREFIX
+from uirl_gym.session.browser.cdp import PROFILE_PREFIX
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class LocalRuntimeConfig:
         startup_timeout_s: how long a server may take to become ready.
         log_dir: where server logs go (a temporary folder when None).
         python: the interpreter that runs the servers.
-        extra_args: more ``python -m uirl_gym.server`` arguments.
+        extra_args: more ``python -m uirl_gym.session`` arguments.
     """
 
     browser: str | None = None

@@ -8,7 +8,7 @@ So a list longer than the envs it serves keeps spares, as the Kubernetes runtime
 does.
 
 The servers' token for ``/reset`` and ``/oracle`` is the one they were started with
-(``UIRL_SESSION_TOKEN=... python -m uirl_gym.server --port 8001``): the same variable in
+(``UIRL_SESSION_TOKEN=... python -m uirl_gym.session --port 8001``): the same variable in
 the environment of the process that uses them (or ``token``).
 
 Example::
@@ -160,7 +160,7 @@ def check_servers(urls: Sequence[str], *, token: str | None = None, wait_s: floa
             except requests.RequestException as exc:
                 raise ValueError(
                     f"session server {url} is not reachable ({type(exc).__name__}: {exc}). Fix: "
-                    f"start it (UIRL_SESSION_TOKEN=... python -m uirl_gym.server --host 0.0.0.0 "
+                    f"start it (UIRL_SESSION_TOKEN=... python -m uirl_gym.session --host 0.0.0.0 "
                     f"--port PORT) or correct its URL in env.servers"
                 ) from None
             if status == 200:
@@ -168,7 +168,7 @@ def check_servers(urls: Sequence[str], *, token: str | None = None, wait_s: floa
             if status != 503 or time.monotonic() > deadline:
                 raise ValueError(
                     f"session server {url} answers GET / with HTTP {status}, not 200: is it a "
-                    "uirl session server (python -m uirl_gym.server)?"
+                    "uirl session server (python -m uirl_gym.session)?"
                 )
             time.sleep(POLL_S)
         headers = {TOKEN_HEADER: token} if token else {}

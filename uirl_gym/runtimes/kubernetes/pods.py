@@ -32,7 +32,7 @@ from uirl_gym.runtimes.base import (
     register_session,
     server_command,
 )
-from uirl_gym.runtimes.k8s_api import (
+from uirl_gym.runtimes.kubernetes.api import (
     APP_LABEL,
     APP_NAME,
     CONTAINER_NAME,
@@ -50,7 +50,7 @@ from uirl_gym.runtimes.k8s_api import (
     load_api_client,
     session_selector,
 )
-from uirl_gym.runtimes.k8s_config import DEFAULT_ORPHAN_TTL_S, KubernetesRuntimeConfig
+from uirl_gym.runtimes.kubernetes.config import DEFAULT_ORPHAN_TTL_S, KubernetesRuntimeConfig
 
 logger = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from uirl_gym.actions import (
     Action,
     ActionType,
 )
-from uirl_gym.server.chromium import ImageFormat
+from uirl_gym.session.browser.chromium import ImageFormat
 
 ACT_PARAMS: tuple[str, ...] = ("action_type", *ACTION_FIELDS, "delay")
 ACT_PARAMS += ("format", "quality", "timeout")

@@ -41,11 +41,11 @@ from uirl_gym.runtimes.base import (
     SESSION_HEADER,
     new_session_token,
 )
-from uirl_gym.server.act_params import ActRequest, parse_act_query
-from uirl_gym.server.cdp import CdpError
-from uirl_gym.server.cdp_browser import CdpBrowserSession
-from uirl_gym.server.chromium import ImageFormat, find_browser
-from uirl_gym.server.guards import (
+from uirl_gym.session.act_params import ActRequest, parse_act_query
+from uirl_gym.session.browser.cdp import CdpError
+from uirl_gym.session.browser.chromium import ImageFormat, find_browser
+from uirl_gym.session.browser.session import CdpBrowserSession
+from uirl_gym.session.guards import (
     MAX_BODY_BYTES,
     BodyLimitMiddleware,
     RequestError,

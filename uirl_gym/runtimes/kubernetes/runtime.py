@@ -21,7 +21,6 @@ Example:
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
 from collections import deque
@@ -35,7 +34,7 @@ from uirl_gym.runtimes.base import (
     close_at_exit,
     forget_session,
 )
-from uirl_gym.runtimes.k8s_api import (
+from uirl_gym.runtimes.kubernetes.api import (
     EXPIRES_ANNOTATION,
     POD_NAME_PREFIX,
     PodApi,
@@ -45,10 +44,9 @@ from uirl_gym.runtimes.k8s_api import (
     load_api_client,
     session_selector,
 )
-from uirl_gym.runtimes.k8s_config import KubernetesRuntimeConfig
-from uirl_gym.runtimes.k8s_pods import (
+from uirl_gym.runtimes.kubernetes.config import KubernetesRuntimeConfig
+from uirl_gym.runtimes.kubernetes.pods import (
     PodStarter,
-    cleanup_main,
     cleanup_orphans,
     expiry,
     load_template,
@@ -413,6 +411,3 @@ class KubernetesRuntime:
 
 
 __all__ = ["KubernetesRuntime", "KubernetesRuntimeConfig"]
-
-if __name__ == "__main__":
-    sys.exit(cleanup_main())

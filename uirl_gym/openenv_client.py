@@ -2,7 +2,7 @@
 
 :class:`UirlEnvClient` is OpenEnv's ``EnvClient`` for uirl (one WebSocket, one
 session): ``reset(task=..., seed=..., options=...)`` and ``step(UirlAction(...))`` return
-OpenEnv ``StepResult`` objects holding a :class:`~uirl_gym.openenv.models.UirlObservation`.
+OpenEnv ``StepResult`` objects holding a :class:`~uirl_gym.openenv_wire.UirlObservation`.
 
 :class:`OpenEnvSession` wraps it in the shape of ``UIEnv``'s calls, for code written
 against the env (the TRL integration): screenshots as arrays, actions in the env's
@@ -25,7 +25,7 @@ from websockets.exceptions import ConnectionClosed
 
 from uirl_gym.actions import Action, to_action
 from uirl_gym.client import decode_image
-from uirl_gym.openenv.models import (
+from uirl_gym.openenv_wire import (
     DEFAULT_TASK,
     SESSION_CLOSED,
     UirlAction,
