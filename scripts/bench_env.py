@@ -41,7 +41,7 @@ import requests
 
 from uirl_gym.actions import Action, ActionType, ScrollDirection
 from uirl_gym.env import UIEnv
-from uirl_gym.runtimes.base import session_headers
+from uirl_gym.protocol import Route, SessionInfo, act_query
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig, descendant_pids
 from uirl_gym.session.browser.chromium import find_browser
 from uirl_gym.vector import SessionVectorEnv
@@ -136,14 +136,15 @@ def bench_cold_start(runtime: LocalRuntime, repeats: int) -> list[float]:
     return times
 
 
-def bench_http_step(base_url: str, steps: int) -> list[float]:
+def bench_http_step(session: SessionInfo, steps: int) -> list[float]:
+    base_url = session.base_url
     http = requests.Session()
-    http.headers.update(session_headers(base_url))  # /reset needs the session token
-    http.post(f"{base_url}/reset", json={"seed": 0}).raise_for_status()
+    http.headers.update(session.headers)  # /reset needs the session token
+    http.post(f"{base_url}{Route.RESET}", json={"seed": 0}).raise_for_status()
     times = []
     for i in range(steps):
         t0 = time.perf_counter()
-        r = http.get(f"{base_url}/act", params=click_at(i).to_query())
+        r = http.get(f"{base_url}{Route.ACT}", params=act_query(click_at(i)))
         r.raise_for_status()
         times.append(time.perf_counter() - t0)
     return times
@@ -324,7 +325,7 @@ def main() -> None:
             env.reset(seed=0)
         log("steps ...")
         # In rounds, alternating configurations: both see the same (shared, busy) machine.
-        http = interleaved(names, lambda n: bench_http_step(envs[n].session.base_url, steps // 4))
+        http = interleaved(names, lambda n: bench_http_step(envs[n].session, steps // 4))
         png = interleaved(names, lambda n: bench_steps(envs[n], steps // 4, "png"))
         jpeg = interleaved(names, lambda n: bench_steps(envs[n], steps // 4, "jpeg"))
         log("resets ...")

@@ -102,7 +102,7 @@ def timed_reset(runtime: KubernetesRuntime, seed: int) -> tuple[float, float, st
     t0 = time.perf_counter()
     session = runtime.acquire()
     t1 = time.perf_counter()
-    client = SessionClient(session.base_url)
+    client = SessionClient(session)
     client.reset(seed=seed)
     t2 = time.perf_counter()
     client.close()
@@ -114,7 +114,7 @@ def reset_only(runtime: KubernetesRuntime, n: int, gap_s: float) -> list[float]:
     """POST /reset on a held session, ``gap_s`` apart (an episode's worth of time)."""
     session = runtime.acquire()
     settle(runtime)  # let the replacement start first: it competes for the CPU
-    client = SessionClient(session.base_url)
+    client = SessionClient(session)
     out = []
     for seed in range(n):
         time.sleep(gap_s)  # the server finishes the previous reset's background work
@@ -290,7 +290,7 @@ def throughput(
             ip = ips[f"uirl-session-{session.session_id}"]
             headers = dict(session.headers)
             clients["direct"].append(SessionClient(f"http://{ip}:{args.port}", headers=headers))
-            clients["proxy"].append(SessionClient(session.base_url, headers=headers))
+            clients["proxy"].append(SessionClient(session, headers=headers))
         try:
             for route in clients:  # connections open, first episode loaded: not timed
                 list(pool.map(lambda c: c.reset(seed=0, options={"num_rows": 1}), clients[route]))
@@ -489,7 +489,7 @@ def main() -> None:
             ) as runtime:
                 runtime.wait_pool_ready(timeout_s=120)
                 session = runtime.acquire()
-                SessionClient(session.base_url).reset(seed=0)
+                SessionClient(session).reset(seed=0)
                 process = standin.kubelet_process(NS, f"uirl-session-{session.session_id}")
                 memory = pss_mb(process.pid) if process else float("nan")
             print("\n".join(lines))

@@ -50,7 +50,8 @@ import numpy as np
 
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, DEFAULT_SCREEN, Action, ActionType
 from uirl_gym.client import ActionTimeoutError, InvalidActionError, SessionClient, SessionError
-from uirl_gym.runtimes.base import Runtime, SessionInfo
+from uirl_gym.protocol import SessionInfo
+from uirl_gym.runtimes.base import Runtime
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks import TASKS, expand_tasks, split_range
 

@@ -7,10 +7,11 @@ from collections.abc import Iterator
 import gymnasium as gym
 import pytest
 import task_play
+from credentials import remember
 
 import uirl_gym  # noqa: F401  (registers the ids)
 from uirl_gym.client import SessionClient
-from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.protocol import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime
 
 # What a session server serves when started without --task.
@@ -30,7 +31,7 @@ def runtime() -> Iterator[LocalRuntime]:
 @pytest.fixture
 def session(runtime: LocalRuntime) -> Iterator[SessionInfo]:
     """A ready session, given back healthy after the test (or destroyed if it broke)."""
-    info = runtime.acquire()
+    info = remember(runtime.acquire())
     healthy = True
     try:
         yield info
@@ -39,7 +40,7 @@ def session(runtime: LocalRuntime) -> Iterator[SessionInfo]:
         raise
     finally:
         try:
-            client = SessionClient(info.base_url, max_retries=0, read_timeout_s=5)
+            client = SessionClient(info, max_retries=0, read_timeout_s=5)
             # A test that moved the session to another task (a MiniWoB++ page) gives it
             # back on the default one: the next test resets without naming a task.
             if client.health()["task"] != DEFAULT_SESSION_TASK:
@@ -52,7 +53,7 @@ def session(runtime: LocalRuntime) -> Iterator[SessionInfo]:
 
 @pytest.fixture
 def client(session: SessionInfo) -> Iterator[SessionClient]:
-    c = SessionClient(session.base_url)
+    c = SessionClient(session)
     try:
         yield c
     finally:

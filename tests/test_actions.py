@@ -17,7 +17,7 @@ from uirl_gym.actions import (
     parse_keys,
     to_action,
 )
-from uirl_gym.session.act_params import parse_act_query
+from uirl_gym.protocol import act_query, parse_act_query
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def test_parse_keys(keys: str, expected: str) -> None:
 
 def test_round_trips() -> None:
     action = Action(ActionType.SCROLL, 10, 20, direction="down", amount=5)
-    assert parse_act_query(action.to_query()).action == action
+    assert parse_act_query(act_query(action)).action == action
     assert to_action(action.to_space_sample()) == action
     assert to_action({"type": "keys", "keys": "ctrl+v"}) == Action(ActionType.KEYS, keys="ctrl+v")
     assert to_action({"action_type": "left_click", "x": 1, "y": 2}) == Action("left_click", 1, 2)

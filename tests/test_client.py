@@ -17,13 +17,7 @@ from http_standin import QuietHandler, running
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import InvalidActionError, SessionClient, SessionUnavailableError
-from uirl_gym.runtimes.base import (
-    TOKEN_ENV_VAR,
-    TOKEN_HEADER,
-    SessionInfo,
-    forget_session,
-    register_session,
-)
+from uirl_gym.protocol import TOKEN_ENV_VAR, TOKEN_HEADER, SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 
 
@@ -99,22 +93,22 @@ def test_an_action_is_retried_when_the_connection_never_opened(
         servers[0].server_close()
 
 
-def test_the_client_sends_the_credentials_its_runtime_registered(
+def test_the_client_sends_the_credentials_of_the_session_it_was_given(
     flaky: FlakyServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url = f"http://127.0.0.1:{flaky.server_port}"
     flaky.failures = 0
     monkeypatch.delenv(TOKEN_ENV_VAR, raising=False)
     SessionClient(url).progress()
-    assert TOKEN_HEADER not in flaky.last_headers  # nothing registered, nothing sent
-    register_session(SessionInfo("s1", url, headers={TOKEN_HEADER: "from-runtime"}))
-    try:
-        SessionClient(url + "/").progress()
-        assert flaky.last_headers[TOKEN_HEADER] == "from-runtime"
-        SessionClient(url, headers={TOKEN_HEADER: "explicit"}).progress()
-        assert flaky.last_headers[TOKEN_HEADER] == "explicit"
-    finally:
-        forget_session("s1")
+    assert TOKEN_HEADER not in flaky.last_headers  # a bare URL: nothing to send
+    info = SessionInfo("s1", url + "/", headers={TOKEN_HEADER: "from-runtime"})
+    SessionClient(info).progress()
+    assert flaky.last_headers[TOKEN_HEADER] == "from-runtime"
+    # The credentials travel in the SessionInfo only: no process-wide lookup by URL.
+    SessionClient(url).progress()
+    assert TOKEN_HEADER not in flaky.last_headers
+    SessionClient(info, headers={TOKEN_HEADER: "explicit"}).progress()
+    assert flaky.last_headers[TOKEN_HEADER] == "explicit"
     # A server started by hand: its token from the environment.
     monkeypatch.setenv(TOKEN_ENV_VAR, "from-env")
     SessionClient(url).progress()
@@ -219,7 +213,7 @@ def test_a_click_sent_to_a_stopped_server_is_done_once() -> None:
     runtime = LocalRuntime(LocalRuntimeConfig(extra_args=("--keep-alive-s", "0.5")))
     try:
         info = runtime.acquire()
-        client = SessionClient(info.base_url)
+        client = SessionClient(info)
         client.reset(seed=0, options={"rows": [0]})
         x, y = _centre(client.oracle()["inputs"]["first_name"]["box"])
         client.act(Action(ActionType.LEFT_CLICK, x, y))
@@ -255,7 +249,7 @@ def test_a_long_pause_between_steps(session: SessionInfo) -> None:
     """An agent thinking between steps: both the env's client (which retires its idle
     connection) and a plain requests session (an upstream client, keep-alive and no
     retry) go on as if it had not paused."""
-    client = SessionClient(session.base_url, max_idle_s=PAUSE_S - 3)
+    client = SessionClient(session, max_idle_s=PAUSE_S - 3)
     try:
         client.reset(seed=0, options={"rows": [0]})
         x, y = _centre(client.oracle()["inputs"]["first_name"]["box"])

@@ -14,7 +14,7 @@ import pytest
 from static_pages import serving_pages
 
 from uirl_gym.actions import Action, ActionType
-from uirl_gym.session.act_params import parse_act_query
+from uirl_gym.protocol import act_query, parse_act_query
 from uirl_gym.session.browser.chromium import find_browser, is_headless_shell
 from uirl_gym.session.browser.session import FRAME_CONTROL_ENV_VAR, CdpBrowserSession
 
@@ -126,7 +126,7 @@ def test_cdp_backend_holds_modifiers_during_pointer_actions(
 
 def test_held_keys_are_modifiers_and_travel_in_the_act_query() -> None:
     action = Action(ActionType.LEFT_CLICK, 5, 5, keys="ctrl+shift")
-    assert parse_act_query(action.to_query()).action == action
+    assert parse_act_query(act_query(action)).action == action
     for bad in ("a", "shift+Enter", "ctrl+a"):
         with pytest.raises(ValueError, match="modifier keys only"):
             Action(ActionType.LEFT_CLICK, 5, 5, keys=bad).validate()

@@ -30,12 +30,8 @@ from k8s_standin import PodStandIn, serve_app  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.client import SessionClient  # noqa: E402
 from uirl_gym.env import UIEnv  # noqa: E402
-from uirl_gym.runtimes.base import (  # noqa: E402
-    TOKEN_ENV_VAR,
-    TOKEN_HEADER,
-    RuntimeClosedError,
-    SessionStartError,
-)
+from uirl_gym.protocol import TOKEN_ENV_VAR, TOKEN_HEADER
+from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError
 from uirl_gym.runtimes.kubernetes import KubernetesRuntime, KubernetesRuntimeConfig  # noqa: E402
 from uirl_gym.runtimes.kubernetes.api import (  # noqa: E402
     APP_LABEL,
@@ -453,7 +449,7 @@ def test_warm_pool_end_to_end_through_the_proxy(
         assert session == first  # the pooled session, not a new one
         leased_pod = f"uirl-session-{session.session_id}"
 
-        client = SessionClient(session.base_url, image_format="jpeg")
+        client = SessionClient(session, image_format="jpeg")
         try:
             reset = client.reset(seed=3)
             assert reset["session_id"] == session.session_id and reset["instruction"]
@@ -510,7 +506,7 @@ def test_tokens_through_a_proxy_that_wants_one(standin: PodStandIn, api: PodApi)
             env = {e["name"]: e["value"] for e in manifest["spec"]["containers"][0]["env"]}
             assert env[TOKEN_ENV_VAR] == session.headers[TOKEN_HEADER]
             assert TOKEN_ENV_VAR not in " ".join(manifest["spec"]["containers"][0]["command"])
-            client = SessionClient(session.base_url)
+            client = SessionClient(session)
             try:
                 assert client.reset(seed=0)["session_id"] == session.session_id
                 assert client.oracle()["target_rows"]

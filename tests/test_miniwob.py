@@ -22,7 +22,7 @@ import pytest
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import SessionClient, SessionError
 from uirl_gym.env import UIEnv
-from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.protocol import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks import TASK_GROUPS, TASKS, expand_tasks, task_spec
 from uirl_gym.tasks.base import BRIDGE_PATH
@@ -91,7 +91,7 @@ def _sweep(info: SessionInfo, names: list[str]) -> list[str]:
     wrong, one line per task. The first reset is a fresh page (the task before was
     another); the second restarts in that page where the task allows it."""
     problems = []
-    client = SessionClient(info.base_url, headers=dict(info.headers), image_format="jpeg")
+    client = SessionClient(info, image_format="jpeg")
     rng = np.random.default_rng(SEED)
     try:
         for name in names:
@@ -138,7 +138,7 @@ def test_every_task_resets_seeded_and_repeats(sessions: list[SessionInfo]) -> No
     instruction again for the same seed after a few random actions, whether the page
     restarted in place or is a fresh one (the screen: except the tasks the wheel flags
     nondeterministic, which mostly repeat too, a fresh page per episode)."""
-    before = [SessionClient(i.base_url).health()["in_page_episodes"] for i in sessions]
+    before = [SessionClient(i).health()["in_page_episodes"] for i in sessions]
     names = list(TASK_GROUPS["miniwob"])
     t0 = time.perf_counter()
     with ThreadPoolExecutor(len(sessions)) as pool:
@@ -147,7 +147,7 @@ def test_every_task_resets_seeded_and_repeats(sessions: list[SessionInfo]) -> No
     print(f"{len(names)} MiniWoB++ tasks reset twice in {time.perf_counter() - t0:.1f}s")
     assert not problems, "\n".join(problems)
     # The second reset of each task that allows it restarted in its page.
-    in_page = sum(SessionClient(i.base_url).health()["in_page_episodes"] for i in sessions)
+    in_page = sum(SessionClient(i).health()["in_page_episodes"] for i in sessions)
     assert in_page - sum(before) == sum(i.restarts_in_page for i in miniwob_tasks().values())
 
 
@@ -288,7 +288,7 @@ def test_the_task_area_as_the_whole_screen(sessions: list[SessionInfo]) -> None:
             env.reset(seed=SEED, options={"zoom": 2})
     finally:
         env.close()
-    client = SessionClient(sessions[1].base_url, headers=dict(sessions[1].headers))
+    client = SessionClient(sessions[1])
     try:
         with pytest.raises(SessionHTTPError, match=r"screen: expected \[width, height\]"):
             client.reset(SEED, {}, task="miniwob.click-test", screen=(8, 8))

@@ -27,7 +27,7 @@ from uirl_agents.recorder import RecorderAddressError, RecorderConfig, RecorderS
 from uirl_agents.trajectories import EPISODES_FILE, load_episodes, to_sft_examples
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
 from uirl_gym.client import SessionClient
-from uirl_gym.runtimes.base import TOKEN_ENV_VAR, TOKEN_HEADER, SessionInfo
+from uirl_gym.protocol import TOKEN_ENV_VAR, TOKEN_HEADER, SessionInfo
 from uirl_gym.session.browser.chromium import find_browser
 from uirl_gym.tasks.expert import box_centre
 
@@ -120,7 +120,7 @@ def recorded(
     performed: list[Action] = []
     args = ("--seed", str(SEED), "--episodes", "1", "--format", "ui-tars")
     with _recorder_page(runtime, out, *args) as (page, session, _):
-        oracle = SessionClient(session.base_url).oracle()
+        oracle = SessionClient(session).oracle()
         for field, value in zip(FIELDS, oracle["target_values"][0], strict=True):
             point, back = _screen_to_page(page, *box_centre(oracle["inputs"][field]["box"]))
             page.mouse.click(*point)

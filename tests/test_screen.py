@@ -10,7 +10,7 @@ import requests
 from uirl_gym.actions import Action, ActionType, check_screen
 from uirl_gym.client import SessionClient, SessionHTTPError
 from uirl_gym.env import UIEnv
-from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.protocol import SessionInfo
 
 SMALL = (640, 400)
 
@@ -27,8 +27,8 @@ def test_check_screen() -> None:
 
 
 def test_a_reset_sets_the_screen_and_the_next_one_restores_it(session: SessionInfo) -> None:
-    client = SessionClient(session.base_url, headers=dict(session.headers))
-    raw = SessionClient(session.base_url, headers=dict(session.headers), image_format="raw")
+    client = SessionClient(session)
+    raw = SessionClient(session, image_format="raw")
     try:
         started = client.reset(0, {"num_rows": 1}, task="simple_data_entry", screen=SMALL)
         assert started["screen"] == list(SMALL)

@@ -13,11 +13,12 @@ import time
 import numpy as np
 import pytest
 import requests
+from credentials import session_headers
 from PIL import Image
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import SessionClient
-from uirl_gym.runtimes.base import SessionInfo, session_headers
+from uirl_gym.protocol import SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 
 FIELDS = ("first_name", "last_name", "email")
@@ -193,7 +194,7 @@ def test_reset_isolation(client: SessionClient) -> None:
 
 def test_two_sessions_do_not_share_a_clipboard(runtime: LocalRuntime) -> None:
     a_info, b_info = runtime.acquire(), runtime.acquire()
-    a, b = SessionClient(a_info.base_url), SessionClient(b_info.base_url)
+    a, b = SessionClient(a_info), SessionClient(b_info)
     try:
         a.reset(seed=1, options={"rows": [0]})
         b.reset(seed=1, options={"rows": [0]})
@@ -246,7 +247,7 @@ def test_settled_screenshot_shows_the_change(client: SessionClient) -> None:
 
 def test_browser_crash_is_reported_and_reset_recovers(runtime: LocalRuntime) -> None:
     info = runtime.acquire()
-    client = SessionClient(info.base_url, max_retries=0)
+    client = SessionClient(info, max_retries=0)
     try:
         browsers = [p for p in descendant_pids(runtime.pid(info)) if _is_browser_main(p)]
         assert browsers, "no Chromium process found under the server"

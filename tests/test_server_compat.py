@@ -17,7 +17,7 @@ from key_names import PYAUTOGUI_KEYBOARD_KEYS
 
 from uirl_gym.actions import Action, ActionType, key_sequence
 from uirl_gym.client import InvalidActionError, SessionClient
-from uirl_gym.runtimes.base import SessionInfo
+from uirl_gym.protocol import SessionInfo
 from uirl_gym.session.app import progress_header, safe_headers
 
 TIMEOUT_S = 30

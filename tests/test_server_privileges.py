@@ -9,8 +9,9 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 import requests
+from credentials import session_headers
 
-from uirl_gym.runtimes.base import TOKEN_HEADER, SessionInfo, session_headers
+from uirl_gym.protocol import TOKEN_HEADER, SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 from uirl_gym.session.guards import MAX_BODY_BYTES
 from uirl_gym.tasks import OWN_TASKS, TASKS

@@ -48,7 +48,7 @@ from uirl_gym.make import (  # noqa: E402
     rank_servers,
     vector_env,
 )
-from uirl_gym.runtimes.base import TOKEN_ENV_VAR  # noqa: E402
+from uirl_gym.protocol import TOKEN_ENV_VAR
 from uirl_gym.runtimes.kubernetes import KubernetesRuntime  # noqa: E402
 from uirl_gym.runtimes.kubernetes.api import RUN_LABEL, PodApi  # noqa: E402
 from uirl_gym.runtimes.kubernetes.proxy import ProxyConfig, create_proxy_app  # noqa: E402

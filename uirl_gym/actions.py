@@ -1,8 +1,8 @@
 """Actions: the one vocabulary shared by the env, the session server, the agents.
 
 An :class:`Action` is what an agent does to the screen, in screen pixels. It converts
-to the query parameters of ``GET /act`` (:meth:`Action.to_query`; the server parses
-them back with ``server.act_params.parse_act_query``), and to and from the Gymnasium
+to the query parameters of ``GET /act`` and back in :mod:`uirl_gym.protocol`
+(``act_query``, ``parse_act_query``), and to and from the Gymnasium
 :func:`action_space` sample layout (:meth:`Action.to_space_sample`, :func:`to_action`).
 
 Validation lives here, once: the server calls :meth:`Action.validate` on every
@@ -461,15 +461,6 @@ class Action:
         """Where a scroll goes (down when not given); ``direction`` given as text is a
         :class:`ScrollDirection` once the action is made."""
         return ScrollDirection(self.direction or ScrollDirection.DOWN)
-
-    def to_query(self) -> dict[str, str]:
-        """The ``GET /act`` query parameters for this action (``None`` fields left out)."""
-        query = {"action_type": self.type.value}
-        for name in ACTION_FIELDS:
-            value = getattr(self, name)
-            if value is not None:
-                query[name] = str(value.value if isinstance(value, enum.Enum) else value)
-        return query
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (enum values as strings, ``None`` fields left out)."""

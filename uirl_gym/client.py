@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import logging
 import time
 import uuid
@@ -33,7 +32,20 @@ import requests
 from PIL import Image
 
 from uirl_gym.actions import DEFAULT_SCREEN, Action, ActionType
-from uirl_gym.runtimes.base import ACTION_ID_HEADER, ACTION_TIMEOUT_HEADER, session_headers
+from uirl_gym.protocol import (
+    ACTION_ID_HEADER,
+    ACTION_MS_HEADER,
+    ACTION_TIMEOUT_HEADER,
+    CAPTURE_MS_HEADER,
+    HEIGHT_HEADER,
+    PROGRESS_HEADER,
+    WIDTH_HEADER,
+    Route,
+    SessionInfo,
+    act_query,
+    decode_progress,
+    token_from_environment,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -135,10 +147,11 @@ class SessionClient:
         image_format: how screenshots travel (``png``, ``jpeg`` or ``raw``); the client
             always returns decoded uint8 arrays.
 
-    ``headers`` are the credentials sent with every request (the session token for
-    ``/reset``, ``/oracle`` and the detail of the task's record, a proxy's bearer
-    token); None takes those the runtime registered for ``base_url`` (see
-    ``uirl_gym.runtimes.base.session_headers``). ``max_idle_s``: a connection unused for
+    ``session``: a :class:`~uirl_gym.protocol.SessionInfo` from a runtime (its URL and
+    credentials), or a URL. ``headers`` are the credentials sent with every request (the
+    session token for ``/reset``, ``/oracle`` and the detail of the task's record, a
+    proxy's bearer token); None takes the SessionInfo's, or for a bare URL the token in
+    ``$UIRL_SESSION_TOKEN`` (a server started by hand). ``max_idle_s``: a connection unused for
     longer is closed and a new one opened (see the module docstring).
 
     ``action_timeout_s``: the deadline of each action and its screenshot, sent to the
@@ -150,7 +163,7 @@ class SessionClient:
 
     def __init__(
         self,
-        base_url: str,
+        session: SessionInfo | str,
         *,
         connect_timeout_s: float = 5.0,
         read_timeout_s: float = 30.0,
@@ -163,6 +176,13 @@ class SessionClient:
     ) -> None:
         if image_format not in IMAGE_FORMATS:
             raise ValueError(f"image_format: expected one of {IMAGE_FORMATS}, got {image_format!r}")
+        base_url = session.base_url if isinstance(session, SessionInfo) else session
+        if headers is None:
+            headers = (
+                dict(session.headers)
+                if isinstance(session, SessionInfo)
+                else token_from_environment()
+            )
         self.base_url = base_url.rstrip("/")
         self.timeout = (connect_timeout_s, read_timeout_s)
         self.action_timeout_s = action_timeout_s
@@ -178,7 +198,7 @@ class SessionClient:
         # The server's own time (ms) for the last action and its capture (X-Action-Ms,
         # X-Capture-Ms): what of a step's wall time the session spent.
         self.last_server_ms: dict[str, float] = {}
-        self._http.headers.update(session_headers(base_url) if headers is None else headers)
+        self._http.headers.update(headers)
 
     def _request(
         self,
@@ -241,7 +261,7 @@ class SessionClient:
                     self.base_url,
                 )
             if response.status_code >= 400:
-                error = InvalidActionError if path.startswith("/act") else SessionHTTPError
+                error = InvalidActionError if path == Route.ACT else SessionHTTPError
                 raise error(response.status_code, _detail(response), self.base_url)
             return response
 
@@ -253,7 +273,7 @@ class SessionClient:
 
     def health(self) -> dict[str, Any]:
         """``GET /health`` as JSON (an unhealthy server raises SessionUnavailableError)."""
-        return self._request("GET", "/health", idempotent=True).json()
+        return self._request("GET", Route.HEALTH, idempotent=True).json()
 
     def reset(
         self,
@@ -270,7 +290,7 @@ class SessionClient:
             body["task"] = task
         if screen is not None:
             body["screen"] = list(screen)
-        return self._request("POST", "/reset", idempotent=True, json=body).json()
+        return self._request("POST", Route.RESET, idempotent=True, json=body).json()
 
     def act(self, action: Action, *, delay_s: float = 0.0) -> np.ndarray:
         """Perform an action; returns the settled screenshot as uint8 (height, width, 3).
@@ -286,7 +306,7 @@ class SessionClient:
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """Like :meth:`act`, plus the task's record after the action (``/progress``),
         from the same response (one round trip)."""
-        params = action.to_query()
+        params = act_query(action)
         params["format"] = self.image_format
         if delay_s:
             params["delay"] = str(delay_s)
@@ -301,7 +321,7 @@ class SessionClient:
         action_id = None if idempotent else uuid.uuid4().hex
         response = self._request(
             "GET",
-            "/act",
+            Route.ACT,
             idempotent=idempotent,
             action_id=action_id,
             params=params,
@@ -309,14 +329,14 @@ class SessionClient:
         )
         self.last_server_ms = {
             part: float(response.headers[header])
-            for part, header in (("action", "X-Action-Ms"), ("capture", "X-Capture-Ms"))
+            for part, header in (("action", ACTION_MS_HEADER), ("capture", CAPTURE_MS_HEADER))
             if header in response.headers
         }
-        progress_header = response.headers.get("X-Progress")
-        progress = json.loads(progress_header) if progress_header else self.progress()
+        progress_header = response.headers.get(PROGRESS_HEADER)
+        progress = decode_progress(progress_header) if progress_header else self.progress()
         screen = (
-            int(response.headers.get("X-Width", DEFAULT_SCREEN[0])),
-            int(response.headers.get("X-Height", DEFAULT_SCREEN[1])),
+            int(response.headers.get(WIDTH_HEADER, DEFAULT_SCREEN[0])),
+            int(response.headers.get(HEIGHT_HEADER, DEFAULT_SCREEN[1])),
         )
         return decode_image(response.content, self.image_format, screen), progress
 
@@ -324,11 +344,11 @@ class SessionClient:
         return self.act(Action(ActionType.SCREENSHOT))
 
     def progress(self) -> dict[str, Any]:
-        return self._request("GET", "/progress", idempotent=True).json()
+        return self._request("GET", Route.PROGRESS, idempotent=True).json()
 
     def oracle(self) -> dict[str, Any]:
         """Privileged state (target rows, element boxes): for experts and tests only."""
-        return self._request("GET", "/oracle", idempotent=True).json()
+        return self._request("GET", Route.ORACLE, idempotent=True).json()
 
     def close(self) -> None:
         self._http.close()

@@ -48,14 +48,14 @@ from uirl_gym.client import (
     SessionError,
     SessionHTTPError,
 )
-from uirl_gym.runtimes.base import Runtime, SessionInfo
+from uirl_gym.protocol import SessionInfo, token_from_environment
+from uirl_gym.runtimes.base import Runtime
 from uirl_gym.tasks import split_range, task_spec
 from uirl_gym.tasks.base import EpisodeScorer
 
 # SimpleDataEntry's reward config, importable from here as before.
-from uirl_gym.tasks.simple_data_entry.score import RewardConfig
 
-__all__ = ["ClosedEnvironmentError", "ResetNeededError", "RewardConfig", "UIEnv"]
+__all__ = ["ClosedEnvironmentError", "ResetNeededError", "UIEnv"]
 
 logger = logging.getLogger(__name__)
 
@@ -169,14 +169,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
     ) -> None:
         # Every argument is checked here, so that gym.make refuses a bad one at once
         # with what it accepts, instead of a step failing later.
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(
-                f"render_mode: expected None or 'rgb_array', got {render_mode!r} (sessions "
-                "are headless: show env.render()'s frames yourself, e.g. with "
-                "gymnasium.wrappers.HumanRendering(env) made with 'rgb_array')"
-            )
-        if reward_mode not in ("sparse", "dense"):
-            raise ValueError(f"reward_mode: expected 'sparse' or 'dense', got {reward_mode!r}")
+        _check_modes(render_mode, reward_mode, image_format)
         if runtime is not None and base_url is not None:
             raise ValueError("give a runtime or a base_url, not both")
         if base_url is not None and not isinstance(base_url, str):
@@ -203,18 +196,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 f"{self.task!r}'s reward config), got {rewards!r}"
             )
         self.rewards = default_rewards if rewards is None else rewards
-        if image_format not in IMAGE_FORMATS:
-            raise ValueError(
-                f"image_format: expected one of {', '.join(IMAGE_FORMATS)}, got {image_format!r}"
-            )
         self.image_format = image_format
-        number = isinstance(step_timeout_s, int | float) and not isinstance(step_timeout_s, bool)
-        if not number or not MIN_ACTION_TIMEOUT_S <= step_timeout_s <= MAX_ACTION_TIMEOUT_S:
-            raise ValueError(
-                f"step_timeout_s: expected seconds in {MIN_ACTION_TIMEOUT_S:g}.."
-                f"{MAX_ACTION_TIMEOUT_S:g}, got {step_timeout_s!r}"
-            )
-        self.step_timeout_s = float(step_timeout_s)
+        self.step_timeout_s = _step_timeout(step_timeout_s)
         self.default_options = dict(_mapping("default_options", default_options))
         _check_task_options("default_options", self.task, self.default_options)
         self.screen = check_screen(screen_size)
@@ -242,7 +225,12 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         if self._client is not None:
             return self._client
         if self._base_url is not None:
-            self.session = SessionInfo(session_id=self._base_url, base_url=self._base_url)
+            # A server started by hand: its token, if any, from $UIRL_SESSION_TOKEN.
+            self.session = SessionInfo(
+                session_id=self._base_url,
+                base_url=self._base_url,
+                headers=token_from_environment(),
+            )
         elif self._replacement is not None:
             replacement, self._replacement = self._replacement, None
             self.session = replacement.result()
@@ -253,14 +241,13 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 self._runtime = LocalRuntime(LocalRuntimeConfig(task=self.task))
                 self._owns_runtime = True
             self.session = self._runtime.acquire()
+        # The session's credentials travel with it: the reward reads the record's
+        # detail, which the server shows only to the token's holder.
         self._client = SessionClient(
-            self.session.base_url,
+            self.session,
             read_timeout_s=RESET_TIMEOUT_S,
             action_timeout_s=self.step_timeout_s,
             image_format=self.image_format,
-            # The session token: the reward reads the record's detail, which the server
-            # shows only to its holder (None: the credentials registered for the URL).
-            headers=dict(self.session.headers) or None,
         )
         return self._client
 
@@ -570,3 +557,28 @@ class _EpisodeRecord:
     potential: float = 0.0
     # "terminated" or "truncated" once the episode has ended; stepping on then raises.
     ended: str | None = None
+
+
+def _check_modes(render_mode: str | None, reward_mode: str, image_format: str) -> None:
+    if render_mode is not None and render_mode not in UIEnv.metadata["render_modes"]:
+        raise ValueError(
+            f"render_mode: expected None or 'rgb_array', got {render_mode!r} (sessions "
+            "are headless: show env.render()'s frames yourself, e.g. with "
+            "gymnasium.wrappers.HumanRendering(env) made with 'rgb_array')"
+        )
+    if reward_mode not in ("sparse", "dense"):
+        raise ValueError(f"reward_mode: expected 'sparse' or 'dense', got {reward_mode!r}")
+    if image_format not in IMAGE_FORMATS:
+        raise ValueError(
+            f"image_format: expected one of {', '.join(IMAGE_FORMATS)}, got {image_format!r}"
+        )
+
+
+def _step_timeout(step_timeout_s: Any) -> float:
+    number = isinstance(step_timeout_s, int | float) and not isinstance(step_timeout_s, bool)
+    if not number or not MIN_ACTION_TIMEOUT_S <= step_timeout_s <= MAX_ACTION_TIMEOUT_S:
+        raise ValueError(
+            f"step_timeout_s: expected seconds in {MIN_ACTION_TIMEOUT_S:g}.."
+            f"{MAX_ACTION_TIMEOUT_S:g}, got {step_timeout_s!r}"
+        )
+    return float(step_timeout_s)

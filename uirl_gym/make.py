@@ -1,4 +1,4 @@
-"""Where a process's sessions run, as a setting: the one place a runtime is built from it.
+"""The one place that checks where sessions run and builds runtimes and envs on them.
 
 The trainers' ``env`` section, ``scripts/evaluate.py``'s ``--env.*`` options and the TRL
 environment class all hold a :class:`RuntimeSettings`:
@@ -13,7 +13,10 @@ environment class all hold a :class:`RuntimeSettings`:
 enough servers) so that a run fails before it loads a model; :func:`build_runtime` and
 :func:`vector_env` then make this process's share. Each process of a multi-process run
 gets sessions of its own: a stride of ``servers`` (:func:`rank_servers`), pods under a
-run id of its own (``-r{rank}``), its own WebSocket sessions.
+run id of its own (``-r{rank}``), its own WebSocket sessions. :func:`make_env` makes one
+env on them (the TRL integration's instances), :func:`shared_runtime` one runtime a
+process's instances share. The trainers, ``scripts/evaluate.py``, the TRL integration
+and the OpenEnv server (``--runtime kubernetes``) all build here.
 
 Example::
 
@@ -26,16 +29,21 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import json
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import requests
 
 from uirl_gym.actions import DEFAULT_SCREEN
+from uirl_gym.protocol import ProxyRoute, proxied_url
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.runtimes.kubernetes.config import LABEL_VALUE_RE, KubernetesRuntimeConfig
 
 if TYPE_CHECKING:
+    from uirl_gym.env import UIEnv
+    from uirl_gym.remote_env import OpenEnvEnv
     from uirl_gym.vector import SessionVectorEnv
 
 RuntimeKind = Literal["local", "kubernetes", "servers", "openenv"]
@@ -266,7 +274,7 @@ def _check_kubernetes(config: KubernetesRuntimeConfig) -> None:
 
 def _check_proxy(url: str, namespace: str, token: str | None) -> None:
     try:
-        reply = requests.get(url.rstrip("/") + "/healthz", timeout=CHECK_TIMEOUT_S)
+        reply = requests.get(url.rstrip("/") + ProxyRoute.HEALTH, timeout=CHECK_TIMEOUT_S)
         served = reply.json().get("namespace") if reply.status_code == 200 else None
     except (requests.RequestException, ValueError) as exc:
         raise RuntimeSettingsError(
@@ -282,7 +290,7 @@ def _check_proxy(url: str, namespace: str, token: str | None) -> None:
         )
     # A made-up session: the proxy answers 404 from its cache, or 401/403 for the token.
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    probe = f"{url.rstrip('/')}/proxy/uirl-token-check/"
+    probe = proxied_url(url, "uirl-token-check") + "/"
     status = requests.get(probe, headers=headers, timeout=CHECK_TIMEOUT_S).status_code
     if status in (401, 403):
         raise RuntimeSettingsError(
@@ -319,6 +327,46 @@ def build_runtime(
     return None
 
 
+def make_env(
+    settings: RuntimeSettings, *, runtime: Runtime | None = None, **env_kwargs: Any
+) -> UIEnv | OpenEnvEnv:
+    """One env on ``settings``: a :class:`~uirl_gym.env.UIEnv` on ``runtime`` (from
+    :func:`build_runtime` or :func:`shared_runtime`; None with ``base_url=``: a server
+    started by hand, else a local runtime of the env's own), or an
+    :class:`~uirl_gym.remote_env.OpenEnvEnv` on ``settings.openenv_url``.
+
+    ``env_kwargs`` go to the env; through OpenEnv only ``task``, ``split`` and
+    ``step_timeout_s`` apply (screenshots travel as the server sends them;
+    ``reward_mode`` must be the server's, ``sparse`` unless it runs dense).
+
+    Raises:
+        RuntimeSettingsError: an env setting OpenEnv cannot serve.
+    """
+    from uirl_gym.env import UIEnv
+
+    if settings.runtime != "openenv":
+        return UIEnv(runtime=runtime, **env_kwargs)
+    from uirl_gym.remote_env import OpenEnvEnv
+
+    url = settings.openenv_url
+    assert url is not None  # RuntimeSettings checks it
+    return OpenEnvEnv(url, **_openenv_kwargs(env_kwargs))
+
+
+def _openenv_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
+    kwargs = dict(env_kwargs)
+    if kwargs.pop("reward_mode", "sparse") != "sparse":
+        raise RuntimeSettingsError(DENSE_ON_OPENENV)
+    kwargs.pop("image_format", None)  # OpenEnv sends PNG
+    screen = kwargs.pop("screen_size", None)
+    if screen is not None and tuple(screen) != DEFAULT_SCREEN:
+        raise RuntimeSettingsError(
+            f"env.screen_size {list(screen)}: an OpenEnv server serves its own screen "
+            f"({DEFAULT_SCREEN[0]}x{DEFAULT_SCREEN[1]}); leave screen_size unset on openenv"
+        )
+    return kwargs
+
+
 def vector_env(
     settings: RuntimeSettings,
     num_envs: int,
@@ -327,27 +375,40 @@ def vector_env(
     **env_kwargs: Any,
 ) -> SessionVectorEnv:
     """``num_envs`` sub-envs on ``runtime`` (from :func:`build_runtime`; the caller closes
-    it after the vector env), or on the OpenEnv server.
-
-    ``env_kwargs`` go to each :class:`~uirl_gym.env.UIEnv`; through OpenEnv only
-    ``task``, ``split`` and ``step_timeout_s`` apply (screenshots travel as the server
-    sends them; ``reward_mode`` must be the server's, ``sparse`` unless it runs dense).
+    it after the vector env), or on the OpenEnv server (:func:`make_env`'s rules).
     """
     from uirl_gym.vector import SessionVectorEnv
 
     if settings.runtime != "openenv":
         return SessionVectorEnv(num_envs, runtime=runtime, **env_kwargs)
-    from uirl_gym.remote_env import OpenEnvEnv
+    _openenv_kwargs(env_kwargs)  # refuse a bad setting once, before any sub-env starts
+    return SessionVectorEnv(
+        num_envs, make_env=lambda: make_env(settings, runtime=None, **env_kwargs)
+    )
 
-    if env_kwargs.pop("reward_mode", "sparse") != "sparse":
-        raise RuntimeSettingsError(DENSE_ON_OPENENV)
-    env_kwargs.pop("image_format", None)  # OpenEnv sends PNG
-    screen = env_kwargs.pop("screen_size", None)
-    if screen is not None and tuple(screen) != DEFAULT_SCREEN:
+
+# The runtimes of shared_runtime, one per distinct settings value (and process share):
+# TRL makes environment instances with no arguments, and they share one runtime.
+_SHARED: dict[str, Runtime] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_runtime(settings: RuntimeSettings, *, rank: int = 0, world_size: int = 1) -> Runtime:
+    """This process's one runtime for ``settings`` (``kubernetes`` or ``servers``), built
+    on first use and kept for the process's life (closed at exit, as every runtime).
+
+    Keyed by the settings' value, not the object: two equal settings share a runtime,
+    and a new settings object never inherits a dead one's.
+    """
+    if settings.runtime in ("local", "openenv"):
         raise RuntimeSettingsError(
-            f"env.screen_size {list(screen)}: an OpenEnv server serves its own screen "
-            f"({DEFAULT_SCREEN[0]}x{DEFAULT_SCREEN[1]}); leave screen_size unset on openenv"
+            f"shared_runtime: env.runtime {settings.runtime!r} has no runtime to share "
+            "(local sessions belong to their env; OpenEnv sessions are WebSockets)"
         )
-    url = settings.openenv_url
-    assert url is not None
-    return SessionVectorEnv(num_envs, make_env=lambda: OpenEnvEnv(url, **env_kwargs))
+    key = json.dumps([dataclasses.asdict(settings), rank, world_size], sort_keys=True, default=str)
+    with _SHARED_LOCK:
+        if key not in _SHARED:
+            runtime = build_runtime(settings, rank=rank, world_size=world_size)
+            assert runtime is not None  # not openenv: refused above
+            _SHARED[key] = runtime
+        return _SHARED[key]

@@ -82,7 +82,13 @@ import numpy as np
 from PIL import Image
 
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, SCREEN_HEIGHT, SCREEN_WIDTH, ActionType
-from uirl_gym.make import RuntimeSettings, build_runtime, check_runtime
+from uirl_gym.make import (
+    RuntimeSettings,
+    build_runtime,
+    check_runtime,
+    make_env,
+    shared_runtime,
+)
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.tasks import TASKS, task_spec
 
@@ -327,8 +333,9 @@ class EpisodeBackend(Protocol):
     def close(self) -> None: ...
 
 
-class _GymBackend:
-    """A :class:`~uirl_gym.env.UIEnv` on the local runtime, a shared runtime or a URL.
+class _EnvBackend:
+    """The instance's env, from :func:`uirl_gym.make.make_env`: a ``UIEnv`` on the local
+    runtime, a shared runtime or a URL, or an ``OpenEnvEnv`` on an OpenEnv server.
 
     On the local runtime (the default) the instance owns its runtime, and its session
     starts in the background as soon as the instance exists: TRL makes a batch's
@@ -337,25 +344,29 @@ class _GymBackend:
     """
 
     def __init__(self, config: EnvironmentConfig) -> None:
-        from uirl_gym.env import UIEnv
-
-        runtime = config.runtime
+        settings, runtime = RuntimeSettings(), config.runtime
         self._owned_runtime: Runtime | None = None
         self._warming: threading.Thread | None = None
-        if isinstance(runtime, RuntimeSettings):
-            runtime = None if runtime.runtime == "local" else _shared_runtime(runtime)
-        if runtime is None and config.base_url is None:
-            runtime = self._owned_runtime = build_runtime(RuntimeSettings(), task=config.task)
+        if config.openenv_url:
+            settings, runtime = RuntimeSettings("openenv", openenv_url=config.openenv_url), None
+        elif isinstance(runtime, RuntimeSettings):
+            settings = runtime
+            runtime = None
+            if settings.runtime != "local":
+                runtime = shared_runtime(settings, rank=_rank(), world_size=_world_size())
+        if settings.runtime == "local" and runtime is None and config.base_url is None:
+            runtime = self._owned_runtime = build_runtime(settings, task=config.task)
             self._warming = threading.Thread(target=self._warm, name="uirl-warm", daemon=True)
             self._warming.start()
-        self.env = UIEnv(
-            task=config.task,
-            runtime=runtime,
-            base_url=config.base_url,
-            split=config.split,
-            reward_mode=config.reward_mode,
-            step_timeout_s=config.step_timeout_s,
-        )
+        env_kwargs: dict[str, Any] = {
+            "task": config.task,
+            "split": config.split,
+            "reward_mode": config.reward_mode,
+            "step_timeout_s": config.step_timeout_s,
+        }
+        if config.base_url is not None:
+            env_kwargs["base_url"] = config.base_url
+        self.env = make_env(settings, runtime=runtime, **env_kwargs)
 
     def _warm(self) -> None:
         """Start a session and leave it idle in the runtime, for the first reset."""
@@ -386,43 +397,6 @@ class _GymBackend:
             self._owned_runtime.close()
 
 
-class _OpenEnvBackend:
-    """A session on an OpenEnv server (``python -m uirl_gym.openenv``), over its WebSocket."""
-
-    def __init__(self, url: str, config: EnvironmentConfig) -> None:
-        from uirl_gym.openenv import OpenEnvSession
-
-        self.session = OpenEnvSession(url, message_timeout_s=config.step_timeout_s)
-        self.task = TASKS[config.task].env_id
-        self.split = config.split
-
-    def reset(self, seed: int | None, options: dict[str, Any]) -> tuple[np.ndarray, str, dict]:
-        options = {"split": self.split, **options}
-        task = options.pop("task", self.task)
-        return self.session.reset(task=task, seed=seed, options=options)
-
-    def step(self, action: dict[str, Any]) -> tuple[np.ndarray, float, bool, bool, dict]:
-        return self.session.step(action)
-
-    def close(self) -> None:
-        self.session.close()
-
-
-# The runtimes built from RuntimeSettings, one per settings object (per class), shared by
-# the instances of this process; the Kubernetes runtime deletes its pods at exit.
-_SHARED_RUNTIMES: dict[int, tuple[RuntimeSettings, Runtime]] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def _shared_runtime(settings: RuntimeSettings) -> Runtime:
-    with _SHARED_LOCK:
-        if id(settings) not in _SHARED_RUNTIMES:
-            runtime = build_runtime(settings, rank=_rank(), world_size=_world_size())
-            assert runtime is not None  # not openenv: that goes to _OpenEnvBackend
-            _SHARED_RUNTIMES[id(settings)] = (settings, runtime)
-        return _SHARED_RUNTIMES[id(settings)][1]
-
-
 def _rank() -> int:
     return int(os.environ.get("RANK", "0"))
 
@@ -432,9 +406,7 @@ def _world_size() -> int:
 
 
 def _open_backend(config: EnvironmentConfig) -> EpisodeBackend:
-    if config.openenv_url:
-        return _OpenEnvBackend(config.openenv_url, config)
-    return _GymBackend(config)
+    return _EnvBackend(config)
 
 
 def _close_backend(holder: dict[str, EpisodeBackend | None]) -> None:

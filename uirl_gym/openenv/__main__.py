@@ -14,8 +14,10 @@ import sys
 
 import uvicorn
 
+from uirl_gym.make import RuntimeSettings, build_runtime
 from uirl_gym.openenv.server import ServerConfig, make_app
 from uirl_gym.runtimes.base import Runtime
+from uirl_gym.runtimes.kubernetes.config import KubernetesRuntimeConfig
 from uirl_gym.runtimes.local import LocalRuntimeConfig
 
 logger = logging.getLogger(__name__)
@@ -81,20 +83,18 @@ def _list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-def build_runtime(args: argparse.Namespace) -> Runtime | None:
-    """The server-wide runtime (None: a local runtime per session)."""
+def server_runtime(args: argparse.Namespace) -> Runtime | None:
+    """The server-wide runtime, built by :mod:`uirl_gym.make` (None: a local runtime per
+    WebSocket session, which the server makes with its session)."""
     if args.runtime == "local":
         return None
-    from uirl_gym.runtimes.kubernetes import KubernetesRuntime, KubernetesRuntimeConfig
-
-    return KubernetesRuntime(
-        KubernetesRuntimeConfig(
-            namespace=args.namespace,
-            image=args.image,
-            proxy_url=args.proxy_url,
-            pool_size=args.pool_size,
-        )
+    kubernetes = KubernetesRuntimeConfig(
+        namespace=args.namespace,
+        image=args.image,
+        proxy_url=args.proxy_url,
+        pool_size=args.pool_size,
     )
+    return build_runtime(RuntimeSettings("kubernetes", kubernetes=kubernetes))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     sock.bind((args.host, args.port))
     sock.listen(128)
     port = sock.getsockname()[1]
-    runtime = build_runtime(args)
+    runtime = server_runtime(args)
     try:
         config = ServerConfig(
             max_sessions=args.max_sessions,

@@ -33,16 +33,11 @@ from pathlib import Path
 
 import requests
 
+from uirl_gym.protocol import TOKEN_ENV_VAR, TOKEN_HEADER, Route, SessionInfo, new_session_token
 from uirl_gym.runtimes.base import (
-    TOKEN_ENV_VAR,
-    TOKEN_HEADER,
     RuntimeClosedError,
-    SessionInfo,
     SessionStartError,
     close_at_exit,
-    forget_session,
-    new_session_token,
-    register_session,
     server_command,
 )
 from uirl_gym.session.browser.cdp import PROFILE_PREFIX
@@ -170,7 +165,6 @@ class LocalRuntime:
 
     def _stop_and_clean(self, entry: _LocalSession) -> None:
         self._stop(entry)
-        forget_session(entry.info.session_id)
         if entry.process.returncode not in (0, -signal.SIGTERM):
             # Killed, not stopped (SIGKILL, a crash): its Chromium profile is left behind.
             remove_stale_dirs()
@@ -213,9 +207,7 @@ class LocalRuntime:
             self._sessions[session_id] = entry
         try:
             base_url = self._wait_ready(entry, port_file, timeout_s)
-            entry.info = register_session(
-                SessionInfo(session_id, base_url, headers={TOKEN_HEADER: token})
-            )
+            entry.info = SessionInfo(session_id, base_url, headers={TOKEN_HEADER: token})
         except BaseException:
             with self._lock:
                 self._sessions.pop(session_id, None)
@@ -238,7 +230,7 @@ class LocalRuntime:
                 base_url = f"http://127.0.0.1:{port_file.read_text().strip()}"
             if base_url is not None:
                 try:
-                    if requests.get(base_url + "/", timeout=2).status_code == 200:
+                    if requests.get(base_url + Route.STATUS, timeout=2).status_code == 200:
                         return base_url
                 except requests.RequestException:
                     pass

@@ -28,13 +28,8 @@ from collections.abc import Sequence
 
 import requests
 
-from uirl_gym.runtimes.base import (
-    TOKEN_ENV_VAR,
-    TOKEN_HEADER,
-    RuntimeClosedError,
-    SessionInfo,
-    SessionStartError,
-)
+from uirl_gym.protocol import TOKEN_ENV_VAR, TOKEN_HEADER, Route, SessionInfo
+from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError
 
 logger = logging.getLogger(__name__)
 
@@ -140,7 +135,7 @@ class ServersRuntime:
 def answers(url: str) -> bool:
     """Whether the session server at ``url`` is up and ready (``GET /`` answers 200)."""
     try:
-        return requests.get(url + "/", timeout=CHECK_TIMEOUT_S).status_code == 200
+        return requests.get(url + Route.STATUS, timeout=CHECK_TIMEOUT_S).status_code == 200
     except requests.RequestException:
         return False
 
@@ -156,7 +151,7 @@ def check_servers(urls: Sequence[str], *, token: str | None = None, wait_s: floa
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                status = requests.get(url + "/", timeout=CHECK_TIMEOUT_S).status_code
+                status = requests.get(url + Route.STATUS, timeout=CHECK_TIMEOUT_S).status_code
             except requests.RequestException as exc:
                 raise ValueError(
                     f"session server {url} is not reachable ({type(exc).__name__}: {exc}). Fix: "
@@ -172,7 +167,7 @@ def check_servers(urls: Sequence[str], *, token: str | None = None, wait_s: floa
                 )
             time.sleep(POLL_S)
         headers = {TOKEN_HEADER: token} if token else {}
-        status = requests.get(url + "/oracle", headers=headers, timeout=10).status_code
+        status = requests.get(url + Route.ORACLE, headers=headers, timeout=10).status_code
         if status in (401, 403):
             what = "needs" if status == 401 else "refuses"
             raise ValueError(

@@ -20,7 +20,7 @@ import time
 import uvicorn
 
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S
-from uirl_gym.runtimes.base import DEFAULT_KEEP_ALIVE_S, TOKEN_ENV_VAR, TOKEN_HEADER
+from uirl_gym.protocol import DEFAULT_KEEP_ALIVE_S, TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.session.app import ServerConfig, create_app
 from uirl_gym.session.browser.chromium import BrowserNotFoundError
 

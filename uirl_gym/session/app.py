@@ -35,15 +35,28 @@ from uirl_gym.actions import (
     MIN_ACTION_TIMEOUT_S,
     check_screen,
 )
-from uirl_gym.runtimes.base import (
+from uirl_gym.protocol import (
     ACTION_ID_HEADER,
+    ACTION_MS_HEADER,
     ACTION_TIMEOUT_HEADER,
+    CAPTURE_MS_HEADER,
+    CLAMPED_HEADER,
+    EPISODE_HEADER,
+    HEIGHT_HEADER,
+    IGNORED_PARAMS_HEADER,
+    PROGRESS_HEADER,
+    REPLAYED_HEADER,
     SESSION_HEADER,
+    WIDTH_HEADER,
+    ActRequest,
+    ImageFormat,
+    Route,
+    encode_progress,
     new_session_token,
+    parse_act_query,
 )
-from uirl_gym.session.act_params import ActRequest, parse_act_query
 from uirl_gym.session.browser.cdp import CdpError
-from uirl_gym.session.browser.chromium import ImageFormat, find_browser
+from uirl_gym.session.browser.chromium import find_browser
 from uirl_gym.session.browser.session import CdpBrowserSession
 from uirl_gym.session.guards import (
     MAX_BODY_BYTES,
@@ -299,7 +312,7 @@ def create_app(config: ServerConfig) -> FastAPI:
 router = APIRouter()
 
 
-@router.get("/", response_class=PlainTextResponse)
+@router.get(Route.STATUS, response_class=PlainTextResponse)
 async def root(request: Request) -> PlainTextResponse:
     state: SessionState = request.app.state.session
     if not state.ready:
@@ -313,7 +326,7 @@ async def root(request: Request) -> PlainTextResponse:
     )
 
 
-@router.get("/health")
+@router.get(Route.HEALTH)
 async def health(request: Request) -> JSONResponse:
     state: SessionState = request.app.state.session
     body = {
@@ -339,7 +352,7 @@ async def health(request: Request) -> JSONResponse:
     return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503)
 
 
-@router.post("/reset")
+@router.post(Route.RESET)
 async def reset(request: Request) -> JSONResponse:
     state: SessionState = request.app.state.session
     require_token(request, "POST /reset")
@@ -402,9 +415,9 @@ class ActionOutcome:
         if record is not None:
             # The task's record after the action, so that a client computing rewards
             # needs no second round trip (same JSON as GET /progress, token rule too).
-            headers["X-Progress"] = progress_header(record)
+            headers[PROGRESS_HEADER] = encode_progress(record)
         if replayed:
-            headers["X-Action-Replayed"] = "true"
+            headers[REPLAYED_HEADER] = "true"
         return Response(
             self.body, self.status, media_type=self.media_type, headers=safe_headers(headers)
         )
@@ -454,7 +467,7 @@ class ActionMemory:
             self._answers.popitem(last=False)
 
 
-@router.get("/act")
+@router.get(Route.ACT)
 async def act(request: Request) -> Response:
     """Perform an action and answer its settled screenshot.
 
@@ -560,22 +573,22 @@ async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
         raise HTTPException(status_code=409, detail=str(exc)) from None
     t2 = time.perf_counter()
     headers = {
-        "X-Action-Ms": f"{(t1 - t0) * 1000:.2f}",
-        "X-Capture-Ms": f"{(t2 - t1) * 1000:.2f}",
-        "X-Episode": str(state.task.episode_id),
-        "X-Width": str(state.screen[0]),
-        "X-Height": str(state.screen[1]),
+        ACTION_MS_HEADER: f"{(t1 - t0) * 1000:.2f}",
+        CAPTURE_MS_HEADER: f"{(t2 - t1) * 1000:.2f}",
+        EPISODE_HEADER: str(state.task.episode_id),
+        WIDTH_HEADER: str(state.screen[0]),
+        HEIGHT_HEADER: str(state.screen[1]),
     }
     # What a lenient reading changed, so that a client can tell (never silently).
     if parsed.clamped:
-        headers["X-Clamped"] = ", ".join(parsed.clamped)
+        headers[CLAMPED_HEADER] = ", ".join(parsed.clamped)
     if parsed.ignored:
         # Bounded: a client reads a header line of 64 KB at most (http.client), and an
         # answer it cannot read is lost after the action ran.
         named = [_header_safe(n) for n in parsed.ignored[:MAX_NAMED_PARAMS]]
         if len(parsed.ignored) > MAX_NAMED_PARAMS:
             named.append(f"and {len(parsed.ignored) - MAX_NAMED_PARAMS} more")
-        headers["X-Ignored-Params"] = ", ".join(named)
+        headers[IGNORED_PARAMS_HEADER] = ", ".join(named)
     return ActionOutcome(
         200,
         image,
@@ -592,12 +605,6 @@ def _header_safe(name: str) -> str:
     # after the action ran, for a value like "zz "), and two names cannot run together.
     safe = quote(name, safe="")
     return safe if len(safe) <= 40 else safe[:37] + "..."
-
-
-def progress_header(progress: Mapping[str, Any]) -> str:
-    """The record as a header value: JSON in ASCII (DEL, which ``json.dumps`` leaves
-    alone and no header may hold, is escaped too: an agent can type it into a record)."""
-    return json.dumps(progress, separators=(",", ":")).replace("\x7f", "\\u007f")
 
 
 # RFC 9110 field-value, as h11 checks it, in ASCII: visible characters, spaces inside.
@@ -619,12 +626,12 @@ def safe_headers(headers: dict[str, str]) -> dict[str, str]:
     return out
 
 
-@router.get("/progress")
+@router.get(Route.PROGRESS)
 async def progress(request: Request) -> JSONResponse:
     return JSONResponse(task_record(request))
 
 
-@router.get("/oracle")
+@router.get(Route.ORACLE)
 async def oracle(request: Request) -> JSONResponse:
     state: SessionState = request.app.state.session
     require_token(request, "GET /oracle")
@@ -645,7 +652,7 @@ async def oracle(request: Request) -> JSONResponse:
     return JSONResponse(state.task.oracle(page_state))
 
 
-@router.get("/task/app", response_class=HTMLResponse)
+@router.get(Route.TASK_APP, response_class=HTMLResponse)
 async def task_app(request: Request) -> HTMLResponse:
     state: SessionState = request.app.state.session
     name = request.query_params.get("task", state.task.name)

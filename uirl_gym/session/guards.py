@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from uirl_gym.runtimes.base import TOKEN_HEADER
+from uirl_gym.protocol import TOKEN_HEADER
 
 MAX_BODY_BYTES = 1024 * 1024
 

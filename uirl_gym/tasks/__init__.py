@@ -22,6 +22,7 @@ import fnmatch
 import functools
 import importlib
 import importlib.metadata
+import inspect
 import logging
 import pkgutil
 import sys
@@ -113,10 +114,16 @@ def _importing(error: BaseException) -> bool:
         module = sys.modules.get(error.name)
     else:
         return False
-    spec = vars(module).get("__spec__") if isinstance(module, types.ModuleType) else None
-    # ``_initializing``: what CPython's import system sets on a module's spec while the
-    # module runs, and reads for its own "partially initialized module" messages.
-    return bool(spec is not None and spec._initializing)
+    if not isinstance(module, types.ModuleType):
+        return False
+    # Being imported = its own top-level code is running on this thread's stack (below
+    # us): found with the public frame API, not the import system's private flags.
+    frame = inspect.currentframe()
+    while frame is not None:
+        if frame.f_globals is vars(module) and frame.f_code.co_name == "<module>":
+            return True
+        frame = frame.f_back
+    return False
 
 
 TASKS: dict[str, TaskSpec] = {}

@@ -21,6 +21,7 @@ from typing import Any, TypeGuard
 from urllib.parse import urlencode
 
 from uirl_gym.actions import DEFAULT_SCREEN
+from uirl_gym.protocol import Route
 
 
 class TaskOptionsError(ValueError):
@@ -111,7 +112,7 @@ class Task(abc.ABC):
         """The app page's path and query on the session server (default: ``/task/app``,
         which serves :meth:`page_html`). A task whose page loads files by relative URL
         (MiniWoB++) serves it from ``/task/files/<task>/...`` instead (:meth:`file`)."""
-        return f"/task/app?{urlencode({'task': self.name})}"
+        return f"{Route.TASK_APP}?{urlencode({'task': self.name})}"
 
     def file(self, path: str) -> tuple[bytes, str]:
         """A file of the app under ``/task/files/<task>/<path>``: ``(body, media type)``.

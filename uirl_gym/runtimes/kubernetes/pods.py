@@ -22,16 +22,15 @@ from typing import Any
 import requests
 import yaml
 
-from uirl_gym.runtimes.base import (
+from uirl_gym.protocol import (
     TOKEN_ENV_VAR,
     TOKEN_HEADER,
-    RuntimeClosedError,
+    Route,
     SessionInfo,
-    SessionStartError,
     new_session_token,
-    register_session,
-    server_command,
+    proxied_url,
 )
+from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError, server_command
 from uirl_gym.runtimes.kubernetes.api import (
     APP_LABEL,
     APP_NAME,
@@ -289,7 +288,7 @@ class PodStarter:
             raise
         logger.info("session %s ready at %s in %.1fs", session_id, base_url, time.monotonic() - t0)
         headers = {TOKEN_HEADER: token, **self._proxy_headers()}
-        return register_session(SessionInfo(session_id, base_url, headers=headers)), name
+        return SessionInfo(session_id, base_url, headers=headers), name
 
     def _proxy_headers(self) -> dict[str, str]:
         if self.proxy_url and self.proxy_token:
@@ -299,7 +298,7 @@ class PodStarter:
     def route(self, session_id: str, pod: PodState) -> str:
         """The session's base URL: through the proxy, or at the pod's IP and port."""
         if self.proxy_url:
-            return f"{self.proxy_url.rstrip('/')}/proxy/{session_id}"
+            return proxied_url(self.proxy_url, session_id)
         host = f"[{pod.ip}]" if pod.ip and ":" in pod.ip else pod.ip
         return f"http://{host}:{pod.port}"
 
@@ -332,7 +331,7 @@ class PodStarter:
             while time.monotonic() < deadline:
                 self._check_open()
                 try:
-                    response = http.get(base_url + "/", timeout=2)
+                    response = http.get(base_url + Route.STATUS, timeout=2)
                     if response.status_code == 200:
                         return
                     last = f"HTTP {response.status_code}: {response.text[:200]}"

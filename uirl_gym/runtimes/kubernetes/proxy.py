@@ -43,7 +43,7 @@ import uvicorn
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from uirl_gym.runtimes.base import DEFAULT_KEEP_ALIVE_S, SESSION_HEADER
+from uirl_gym.protocol import DEFAULT_KEEP_ALIVE_S, SESSION_HEADER, ProxyRoute
 from uirl_gym.runtimes.kubernetes.api import (
     APP_LABEL,
     APP_NAME,
@@ -60,7 +60,7 @@ from uirl_gym.session.guards import MAX_BODY_BYTES, BodyLimitMiddleware
 
 logger = logging.getLogger(__name__)
 
-PROXY_PREFIX = b"/proxy/"
+PROXY_PREFIX = f"{ProxyRoute.SESSIONS}/".encode()
 # Session requests are short: the longest is ``/act?action_type=type&text=...`` with
 # 8192 characters of text, percent-encoded (up to 12 bytes a character); anything longer
 # is not the protocol.
@@ -283,12 +283,12 @@ def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
     app.state.resolver = resolver
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=config.max_body_bytes)
 
-    @app.get("/healthz")
+    @app.get(ProxyRoute.HEALTH)
     async def healthz() -> JSONResponse:
         return JSONResponse({"status": "ok", "namespace": api.namespace})
 
-    @app.api_route("/proxy/{session_id}", methods=METHODS)
-    @app.api_route("/proxy/{session_id}/{path:path}", methods=METHODS)
+    @app.api_route(ProxyRoute.SESSIONS + "/{session_id}", methods=METHODS)
+    @app.api_route(ProxyRoute.SESSIONS + "/{session_id}/{path:path}", methods=METHODS)
     async def forward(request: Request, session_id: str, path: str = "") -> Response:
         if config.token is not None:
             _authorize(config.token, request)

@@ -27,16 +27,10 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from uirl_gym.runtimes.base import (
-    RuntimeClosedError,
-    SessionInfo,
-    SessionStartError,
-    close_at_exit,
-    forget_session,
-)
+from uirl_gym.protocol import SessionInfo
+from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError, close_at_exit
 from uirl_gym.runtimes.kubernetes.api import (
     EXPIRES_ANNOTATION,
-    POD_NAME_PREFIX,
     PodApi,
     PodApiError,
     PodCache,
@@ -403,7 +397,6 @@ class KubernetesRuntime:
             self._delete(name)
 
     def _delete(self, name: str) -> None:
-        forget_session(name.removeprefix(POD_NAME_PREFIX))
         try:
             self.api.delete(name)
         except PodApiError as exc:

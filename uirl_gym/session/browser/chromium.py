@@ -9,7 +9,6 @@ and the only choice when the browser is shown (``--headed``).
 
 from __future__ import annotations
 
-import enum
 import glob
 import os
 import shutil
@@ -25,7 +24,6 @@ DEBIAN_REAL_BINARIES = {
     "chromium": Path("/usr/lib/chromium/chromium"),
     "chromium-headless-shell": Path("/usr/lib/chromium/chromium-headless-shell"),
 }
-DEBIAN_REAL_BINARY = DEBIAN_REAL_BINARIES["chromium"]
 # Playwright's downloads (``python -m playwright install chromium-headless-shell
 # chromium``), in its cache folder: found by their paths, without Playwright. Linux
 # folder names, older (``chrome-linux``) and newer (``chrome-linux64``, ``-arm64``).
@@ -38,12 +36,6 @@ PLAYWRIGHT_CHROMIUM_GLOBS = ("chromium-*/chrome-linux*/chrome",)
 
 class BrowserNotFoundError(RuntimeError):
     """No Chromium could be found; the message says how to install one."""
-
-
-class ImageFormat(enum.StrEnum):
-    PNG = "png"
-    JPEG = "jpeg"
-    RAW = "raw"
 
 
 def find_browser(explicit: str | None = None, *, headless: bool = True) -> str:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-KEYPAD_LOCATION = 3
 MODIFIERS = ("Alt", "Control", "Meta", "Shift")
 # CDP ``Input.dispatchKeyEvent`` modifier bits.
 MODIFIER_BITS = {"Alt": 1, "Control": 2, "Meta": 4, "Shift": 8}

@@ -56,8 +56,9 @@ from uirl_gym.actions import (
     key_sequence,
     typed_chunks,
 )
+from uirl_gym.protocol import ImageFormat
 from uirl_gym.session.browser.cdp import CdpConnection, CdpError, ChromiumProcess
-from uirl_gym.session.browser.chromium import POPUP_GUARD_JS, ImageFormat, is_headless_shell
+from uirl_gym.session.browser.chromium import POPUP_GUARD_JS, is_headless_shell
 from uirl_gym.session.browser.keys import LAYOUT, MODIFIERS, describe, modifier_mask
 
 logger = logging.getLogger(__name__)

@@ -43,8 +43,6 @@ FIELD_LABELS = {
 CLAIM_TYPES = ("Auto", "Home", "Renters", "Travel", "Health", "Pet", "Boat", "Liability")
 CONTACT_METHODS = ("Email", "Phone", "Post")
 ATTACHMENTS = ("Photos", "Police report", "Receipts", "Medical report", "Repair estimate")
-PHONE_PATTERN = re.compile(r"^\d{3}-\d{3}-\d{4}$")
-EMAIL_PATTERN = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
 FIRST_NAMES = (
     "James Mary Robert Patricia John Jennifer Michael Linda David Elizabeth William Barbara "

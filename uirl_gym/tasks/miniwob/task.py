@@ -46,14 +46,13 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import PurePosixPath
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote
 
 from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.tasks.base import BRIDGE_PATH, Task, TaskOptionsError, check_option_names
 from uirl_gym.tasks.miniwob.wheel import PREFIX, MiniWobInfo, html_root, miniwob_tasks
 
-RewardKind = Literal["raw", "binary", "time_discounted"]
 REWARD_KINDS: tuple[str, ...] = ("raw", "binary", "time_discounted")
 DATA_MODES = ("train", "test")
 OPTION_NAMES = frozenset({"reward", "success_threshold", "data_mode", "time_limit_s", "zoom"})

@@ -1,4 +1,18 @@
-"""``GET /act`` query parameters -> an action, the ui-verifiers way.
+"""The session protocol, both ends: what a session server and its clients agree on.
+
+Everything that crosses the wire between :mod:`uirl_gym.session` (the server) and
+:mod:`uirl_gym.client` (the env's side) or the routing proxy is named here, once:
+
+- the routes and the headers (:class:`Route`, the ``*_HEADER`` names);
+- the session: :class:`SessionInfo` (its URL and credentials) and its token;
+- the screenshot formats (:class:`ImageFormat`);
+- the task record's codec (``X-Progress``: :func:`encode_progress`, :func:`decode_progress`);
+- ``GET /act``'s query <-> an :class:`~uirl_gym.actions.Action` (:func:`act_query` builds
+  it, :func:`parse_act_query` reads it back, the ui-verifiers way: below).
+
+docs/protocol.md is the user's description of the same protocol.
+
+``GET /act``, the ui-verifiers way:
 
 The session server is a superset of the ui-verifiers server, whose ``/act`` passes its
 parameters to pyautogui. So a request that server accepts is accepted here too, with
@@ -18,7 +32,11 @@ keys that are no key name. ``finish`` is refused: it ends an episode in the env
 
 from __future__ import annotations
 
+import enum
+import json
 import math
+import os
+import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -34,7 +52,138 @@ from uirl_gym.actions import (
     Action,
     ActionType,
 )
-from uirl_gym.session.browser.chromium import ImageFormat
+
+
+class Route(enum.StrEnum):
+    """The session server's routes (docs/protocol.md)."""
+
+    STATUS = "/"
+    HEALTH = "/health"
+    RESET = "/reset"
+    ACT = "/act"
+    PROGRESS = "/progress"
+    ORACLE = "/oracle"
+    TASK_APP = "/task/app"
+
+
+class ProxyRoute(enum.StrEnum):
+    """The Kubernetes routing proxy's routes: a session at ``{proxy}/proxy/{id}/...``."""
+
+    HEALTH = "/healthz"
+    SESSIONS = "/proxy"
+
+
+def proxied_url(proxy_url: str, session_id: str) -> str:
+    """A session's root URL through the routing proxy."""
+    return f"{proxy_url.rstrip('/')}{ProxyRoute.SESSIONS}/{session_id}"
+
+
+# ---- headers ------------------------------------------------------------------------------
+
+# Sent by routers (the Kubernetes proxy) with the session id they mean; a session server
+# refuses (421) a request meant for another session.
+SESSION_HEADER = "X-UIRL-Session-Id"
+# The session's token for its privileged routes (/reset, /oracle): created by the
+# runtime, handed to the server in this environment variable (never argv, which every
+# local user can read) and to the env through SessionInfo, never to the agent.
+TOKEN_ENV_VAR = "UIRL_SESSION_TOKEN"
+TOKEN_HEADER = "X-UIRL-Token"
+# Names one action (``GET /act``): a session remembers the answers to its last few, so
+# that a client whose connection broke before the answer came can send the same action
+# again and get that answer, never a second click.
+ACTION_ID_HEADER = "X-UIRL-Action-Id"
+# On a 504 from ``GET /act``: the action ran past its deadline (the page hangs); the
+# session is fine and its next reset starts a fresh page, so a client keeps it.
+ACTION_TIMEOUT_HEADER = "X-UIRL-Action-Timeout"
+# ``GET /act``'s answer: the task's public record after the action (one round trip), the
+# screen's size, the server's own time for the action and its capture (ms), the episode.
+PROGRESS_HEADER = "X-Progress"
+WIDTH_HEADER = "X-Width"
+HEIGHT_HEADER = "X-Height"
+ACTION_MS_HEADER = "X-Action-Ms"
+CAPTURE_MS_HEADER = "X-Capture-Ms"
+EPISODE_HEADER = "X-Episode"
+# What ``GET /act`` changed or ignored of its parameters (the ui-verifiers way, below),
+# and that an answer is the replay of an action id seen before.
+CLAMPED_HEADER = "X-Clamped"
+IGNORED_PARAMS_HEADER = "X-Ignored-Params"
+REPLAYED_HEADER = "X-Action-Replayed"
+# How long a session server keeps an idle keep-alive connection open; clients retire
+# theirs sooner (SessionClient.max_idle_s), so that they never send on a connection the
+# server is closing. LLM agents think for seconds to minutes between steps.
+DEFAULT_KEEP_ALIVE_S = 75.0
+
+
+# ---- the session --------------------------------------------------------------------------
+
+
+def new_session_token() -> str:
+    """A fresh per-session token (256 bits, URL-safe)."""
+    return secrets.token_urlsafe(32)
+
+
+def token_from_environment() -> dict[str, str]:
+    """The credentials of a session server started by hand: ``$UIRL_SESSION_TOKEN``."""
+    token = os.environ.get(TOKEN_ENV_VAR)
+    return {TOKEN_HEADER: token} if token else {}
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """A ready session server.
+
+    Attributes:
+        session_id: unique within the runtime.
+        base_url: the protocol's root, e.g. ``http://127.0.0.1:41234``.
+        headers: credentials every request to it carries (the session token, the
+            proxy's bearer token); left out of ``repr`` so that logs never show them.
+            They travel runtime -> SessionInfo -> client, never through anything the
+            agent sees.
+    """
+
+    session_id: str
+    base_url: str
+    # A plain dict (not a read-only proxy): SessionInfo must stay picklable and copyable.
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+
+class ImageFormat(enum.StrEnum):
+    """How ``GET /act`` sends the screenshot (``format``)."""
+
+    PNG = "png"
+    JPEG = "jpeg"
+    RAW = "raw"
+
+
+# ---- the task record ----------------------------------------------------------------------
+
+
+def encode_progress(progress: Mapping[str, Any]) -> str:
+    """The record as a header value: JSON in ASCII (DEL, which ``json.dumps`` leaves
+    alone and no header may hold, is escaped too: an agent can type it into a record)."""
+    return json.dumps(progress, separators=(",", ":")).replace("\x7f", "\\u007f")
+
+
+def decode_progress(value: str) -> dict[str, Any]:
+    """The record from its header value (:func:`encode_progress`)."""
+    record = json.loads(value)
+    if not isinstance(record, dict):
+        raise ValueError(f"{PROGRESS_HEADER}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+# ---- GET /act -----------------------------------------------------------------------------
+
+
+def act_query(action: Action) -> dict[str, str]:
+    """The ``GET /act`` query parameters for ``action`` (``None`` fields left out)."""
+    query = {"action_type": action.type.value}
+    for name in ACTION_FIELDS:
+        value = getattr(action, name)
+        if value is not None:
+            query[name] = str(value.value if isinstance(value, enum.Enum) else value)
+    return query
+
 
 ACT_PARAMS: tuple[str, ...] = ("action_type", *ACTION_FIELDS, "delay")
 ACT_PARAMS += ("format", "quality", "timeout")
