@@ -89,11 +89,13 @@ EACH_TASK = "(and so each task)"
 
 
 def map_block() -> list[str]:
-    """The lines of the fenced block that follows "As built:" in docs/architecture.md."""
+    """The lines of the fenced blocks that follow "As built:" in docs/architecture.md
+    (one per package)."""
     text = (ROOT / "docs" / "architecture.md").read_text("utf-8")
-    after = text.split("\nAs built:\n", 1)[1]
-    block = after.split("```", 2)[1]
-    return block.split("\n")[1:]
+    lines: list[str] = []
+    for after in text.split("\nAs built:\n")[1:]:
+        lines += after.split("```", 2)[1].split("\n")[1:]
+    return lines
 
 
 def mapped_paths() -> tuple[set[str], set[str]]:
@@ -174,3 +176,83 @@ def test_every_file_the_map_names_exists() -> None:
     assert not gone, "the map in docs/architecture.md names files that do not exist:\n" + (
         "\n".join(gone)
     )
+
+
+# ---- the floors: which way the imports go ----------------------------------------------------
+
+
+def floors() -> tuple[dict[str, tuple[int | None, str]], dict[str, str]]:
+    """The ``floors`` block of docs/architecture.md: module prefix -> (floor, room), and
+    prefix -> room for the rooms with no floor (old paths kept for a release)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = re.search(r"```floors\n(.*?)```", text, re.S)
+    assert block, "docs/architecture.md has no ```floors block"
+    rooms: dict[str, tuple[int | None, str]] = {}
+    for line in block.group(1).splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        head, _, prefixes = line.partition(":")
+        floor, _, room = head.strip().rpartition(" ")
+        for prefix in prefixes.split(","):
+            rooms[prefix.strip()] = (int(floor) if floor else None, room)
+    return rooms, {p: r for p, (f, r) in rooms.items() if f is None}
+
+
+def room_of(module: str, rooms: dict[str, tuple[int | None, str]]) -> tuple[int | None, str]:
+    """The room of the longest prefix that ``module`` is or is inside."""
+    matches = [p for p in rooms if module == p or module.startswith(p + ".")]
+    assert matches, f"{module} is on no floor of docs/architecture.md's floors block"
+    return rooms[max(matches, key=len)]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """The imports of ``graph`` that run up the floors (or into an old path)."""
+    rooms, _ = floors()
+    offences = []
+    for module, targets in graph.items():
+        if not module.startswith("uirl_gym"):
+            continue
+        floor, room = room_of(module, rooms)
+        if floor is None:  # an old path: it imports its new home, wherever that is
+            continue
+        for target in sorted(targets):
+            target_floor, target_room = room_of(target, rooms)
+            if target_floor is None:
+                offences.append(f"{module} imports {target}, an old path ({target_room})")
+            elif target_room != room and target_floor >= floor:
+                offences.append(
+                    f"{module} ({room}, floor {floor}) imports {target} "
+                    f"({target_room}, floor {target_floor})"
+                )
+    return offences
+
+
+def test_imports_never_run_up_the_floors() -> None:
+    """issue 40: uirl_gym is built in floors (actions, protocol, guards and tasks, the
+    session server beside the client, runtimes, the env side, make, the OpenEnv server): a
+    module imports its own room and the floors below, never a floor above or a sibling
+    room on its own floor (the session server never imports the client, the runtimes or
+    the env side); nothing imports an old path kept for a release."""
+    from test_imports import import_graph
+
+    offences = upward_imports(import_graph())
+    assert not offences, "imports that run up the floors:\n" + "\n".join(offences)
+
+
+def test_the_floors_check_finds_an_import_that_runs_up() -> None:
+    """The check itself, on the real graph with one arrow added per kind of offence."""
+    from test_imports import import_graph
+
+    graph = import_graph()
+    added = {
+        "uirl_gym.session.app": "uirl_gym.client",  # a sibling room on the same floor
+        "uirl_gym.protocol": "uirl_gym.env",  # a floor above
+        "uirl_gym.make": "uirl_gym.runtimes.settings",  # an old path
+    }
+    for module, target in added.items():
+        graph[module] = graph[module] | {target}
+    found = "\n".join(upward_imports(graph))
+    assert "uirl_gym.session.app (session, floor 3) imports uirl_gym.client" in found
+    assert "uirl_gym.protocol (protocol, floor 1) imports uirl_gym.env" in found
+    assert "uirl_gym.make imports uirl_gym.runtimes.settings, an old path" in found

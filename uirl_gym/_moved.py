@@ -16,10 +16,10 @@ from types import ModuleType
 REMOVED_IN = "the release after 2026-12"
 
 
-def _warn(old: str, new: str) -> None:
+def _warn(old: str, new: str, category: type[Warning] = DeprecationWarning) -> None:
     warnings.warn(
         f"{old} moved to {new}; the old path is removed in {REMOVED_IN}",
-        DeprecationWarning,
+        category,
         stacklevel=4,
     )
 
@@ -31,6 +31,8 @@ def moved(old: str, new: str) -> ModuleType:
 
 
 def run_moved(old: str, new: str) -> None:
-    """``python -m old``: warn, then run ``python -m new`` with the same arguments."""
-    _warn(old, new)
+    """``python -m old``: warn, then run ``python -m new`` with the same arguments.
+
+    A FutureWarning (shown by default): a command's user is who must change it."""
+    _warn(old, new, FutureWarning)
     runpy.run_module(new, run_name="__main__", alter_sys=True)

@@ -108,6 +108,9 @@ EPISODE_HEADER = "X-Episode"
 CLAMPED_HEADER = "X-Clamped"
 IGNORED_PARAMS_HEADER = "X-Ignored-Params"
 REPLAYED_HEADER = "X-Action-Replayed"
+# A session server's Chromium profile folder in the temp directory:
+# uirl-chromium-<server pid>-*. The local runtime removes those of servers that died.
+PROFILE_PREFIX = "uirl-chromium-"
 # How long a session server keeps an idle keep-alive connection open; clients retire
 # theirs sooner (SessionClient.max_idle_s), so that they never send on a connection the
 # server is closing. LLM agents think for seconds to minutes between steps.

@@ -38,7 +38,7 @@ from urllib.parse import parse_qs, urlsplit
 from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
 from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
 
-from uirl_gym.session.guards import send_json
+from uirl_gym.guards import send_json
 
 logger = logging.getLogger(__name__)
 

@@ -43,7 +43,6 @@ from openenv.core.env_server import ConcurrencyConfig, Environment, create_app
 from openenv.core.env_server.types import EnvironmentMetadata
 from PIL import Image
 
-from uirl_gym import MAX_EPISODE_STEPS
 from uirl_gym.env import ResetNeededError, UIEnv
 from uirl_gym.openenv.guard import LOOPBACK_HOSTS, OpenEnvGuard
 from uirl_gym.openenv_wire import (
@@ -56,7 +55,7 @@ from uirl_gym.openenv_wire import (
 )
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
-from uirl_gym.tasks import TASKS, TaskSpec
+from uirl_gym.tasks import MAX_EPISODE_STEPS, TASKS, TaskSpec
 
 __all__ = [
     "DEFAULT_TASK",

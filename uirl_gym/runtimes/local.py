@@ -33,14 +33,20 @@ from pathlib import Path
 
 import requests
 
-from uirl_gym.protocol import TOKEN_ENV_VAR, TOKEN_HEADER, Route, SessionInfo, new_session_token
+from uirl_gym.protocol import (
+    PROFILE_PREFIX,
+    TOKEN_ENV_VAR,
+    TOKEN_HEADER,
+    Route,
+    SessionInfo,
+    new_session_token,
+)
 from uirl_gym.runtimes.base import (
     RuntimeClosedError,
     SessionStartError,
     close_at_exit,
     server_command,
 )
-from uirl_gym.session.browser.cdp import PROFILE_PREFIX
 
 logger = logging.getLogger(__name__)
 

@@ -35,6 +35,14 @@ from uirl_gym.actions import (
     MIN_ACTION_TIMEOUT_S,
     check_screen,
 )
+from uirl_gym.guards import (
+    MAX_BODY_BYTES,
+    BodyLimitMiddleware,
+    RequestError,
+    check_token,
+    parse_json_object,
+    presented_token,
+)
 from uirl_gym.protocol import (
     ACTION_ID_HEADER,
     ACTION_MS_HEADER,
@@ -58,14 +66,6 @@ from uirl_gym.protocol import (
 from uirl_gym.session.browser.cdp import CdpError
 from uirl_gym.session.browser.chromium import find_browser
 from uirl_gym.session.browser.session import CdpBrowserSession
-from uirl_gym.session.guards import (
-    MAX_BODY_BYTES,
-    BodyLimitMiddleware,
-    RequestError,
-    check_token,
-    parse_json_object,
-    presented_token,
-)
 from uirl_gym.tasks import make_task, task_spec
 from uirl_gym.tasks.base import BRIDGE_PATH, Task, TaskOptionsError, bridge_script
 

@@ -43,6 +43,7 @@ import uvicorn
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
+from uirl_gym.guards import MAX_BODY_BYTES, BodyLimitMiddleware
 from uirl_gym.protocol import DEFAULT_KEEP_ALIVE_S, SESSION_HEADER, ProxyRoute
 from uirl_gym.runtimes.kubernetes.api import (
     APP_LABEL,
@@ -56,7 +57,6 @@ from uirl_gym.runtimes.kubernetes.api import (
     session_selector,
 )
 from uirl_gym.runtimes.kubernetes.config import PROXY_TOKEN_ENV_VAR
-from uirl_gym.session.guards import MAX_BODY_BYTES, BodyLimitMiddleware
 
 logger = logging.getLogger(__name__)
 

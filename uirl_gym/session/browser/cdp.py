@@ -24,10 +24,9 @@ from typing import Any
 
 import orjson
 
-logger = logging.getLogger(__name__)
+from uirl_gym.protocol import PROFILE_PREFIX
 
-# Chromium's profile folder in the temp directory: uirl-chromium-<server pid>-*.
-PROFILE_PREFIX = "uirl-chromium-"
+logger = logging.getLogger(__name__)
 
 EventHandler = Callable[[dict[str, Any]], None]
 COMMAND_TIMEOUT_S = 30.0
