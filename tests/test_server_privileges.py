@@ -11,9 +11,9 @@ import pytest
 import requests
 from credentials import session_headers
 
+from uirl_gym.guards import MAX_BODY_BYTES
 from uirl_gym.protocol import TOKEN_HEADER, SessionInfo
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
-from uirl_gym.guards import MAX_BODY_BYTES
 from uirl_gym.tasks import OWN_TASKS, TASKS
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
 
