@@ -5,7 +5,8 @@ on SimpleDataEntry, the same rows). With several tasks (``--task all``), the rep
 add a per-task table and the mean over tasks.
 Writes, under ``--out``: ``results.json``, ``results.md``, ``results.png`` (updated as
 each agent finishes) and, per agent, a run directory with ``summary.json`` and a
-replay, ``index.html``. ``--resume`` continues an interrupted run.
+replay, ``index.html``. ``--resume`` continues an interrupted run; a second run on an
+``--out`` that a live run is using fails at once (``run.lock``).
 
     python scripts/evaluate.py --agent expert --agent random --agent hf:tiny \\
         --episodes 6 --num-envs 2 --rows 1-2 --out runs/eval
@@ -45,12 +46,14 @@ from uirl_agents.agents import AgentSpecError, agent_syntax, parse_agent
 from uirl_agents.cost import load_prices
 from uirl_agents.evaluate import (
     AgentResult,
+    RunInUseError,
     RunMismatchError,
     agent_run_dir,
     append_leaderboard,
     markdown_table,
     prepare_run,
     run_agent,
+    run_lock,
     write_reports,
 )
 from uirl_agents.leaderboard import write_leaderboard
@@ -254,9 +257,11 @@ def evaluate(args: argparse.Namespace) -> int:
     }
     labels = [spec.label for spec in args.agents]
     try:
-        prepare_run(args.out, settings, labels, resume=args.resume, overwrite=args.overwrite)
-        results, reports = run_agents(args, specs, settings)
-    except RunMismatchError as exc:
+        # Held until the run ends: a second run on --out fails here, before any session.
+        with run_lock(args.out):
+            prepare_run(args.out, settings, labels, resume=args.resume, overwrite=args.overwrite)
+            results, reports = run_agents(args, specs, settings)
+    except (RunInUseError, RunMismatchError) as exc:
         print(f"evaluate.py: error: {exc}", file=sys.stderr)
         return 2
     legacy = args.leaderboard is not None and args.leaderboard.suffix == ".md"

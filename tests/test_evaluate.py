@@ -219,12 +219,29 @@ def episode_ids(run_dir: Path) -> list[str]:
 
 @pytest.mark.slow
 def test_resume_after_a_kill(tmp_path: Path) -> None:
+    """A run killed midway resumes where it stopped; while it lives, a second run on
+    its folder (a scheduler restarting the job) fails at once instead of playing the
+    episodes again, interleaving episodes.jsonl and overwriting results.json."""
     out = tmp_path / "eval"
     args = ["--agent", "expert", "--agent", "random", "--episodes", "4", "--num-envs", "2",
             "--rows", "1", "--max-steps", "4", "--out", str(out)]  # fmt: skip
     proc = run_evaluate(*args)
     try:
         deadline = time.monotonic() + 240
+        while not (out / "run.json").exists():  # the run has its folder
+            assert proc.poll() is None and time.monotonic() < deadline, "no run.json in 240 s"
+            time.sleep(0.02)
+        # Stopped, the first run is alive (and holds its lock) however long the second takes.
+        proc.send_signal(signal.SIGSTOP)
+        try:
+            played = {d.name: episode_ids(d) for d in out.iterdir() if d.is_dir()}
+            second = run_evaluate(*args, "--resume")
+            _, stderr = second.communicate(timeout=120)
+            assert second.returncode == 2, stderr[-3000:]
+            assert f"is in use by another evaluate.py run (pid {proc.pid})" in stderr
+            assert {d.name: episode_ids(d) for d in out.iterdir() if d.is_dir()} == played
+        finally:
+            proc.send_signal(signal.SIGCONT)
         while not episode_ids(out / "random") and proc.poll() is None:
             assert time.monotonic() < deadline, "no random episode in 240 s"
             time.sleep(0.02)

@@ -7,7 +7,10 @@ from __future__ import annotations
 import contextlib
 import importlib
 import json
+import logging
+import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -30,7 +33,8 @@ from processes import running  # noqa: E402
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 from websockets.sync.client import connect as ws_connect  # noqa: E402
 
-from uirl_gym.actions import ActionType, to_action  # noqa: E402
+from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, ActionType, to_action  # noqa: E402
+from uirl_gym.client import ACTION_READ_MARGIN_S  # noqa: E402
 from uirl_gym.env import UIEnv  # noqa: E402
 from uirl_gym.openenv import (  # noqa: E402
     OpenEnvSession,
@@ -42,8 +46,13 @@ from uirl_gym.openenv import (  # noqa: E402
     resolve_task,
     to_wire_action,
 )
+from uirl_gym.openenv.__main__ import parse_args  # noqa: E402
 from uirl_gym.openenv_wire import ACTION_TYPE_NAMES  # noqa: E402
-from uirl_gym.runtimes.local import LocalRuntimeConfig, descendant_pids  # noqa: E402
+from uirl_gym.runtimes.local import (  # noqa: E402
+    STOP_GRACE_S,
+    LocalRuntimeConfig,
+    descendant_pids,
+)
 from uirl_gym.tasks import TASKS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -283,34 +292,84 @@ def test_manifest_names_the_app_and_docker_runs_the_server() -> None:
     assert '"-m", "uirl_gym.openenv"' in dockerfile
 
 
-def test_cli_serves_and_stops_its_sessions(tmp_path: Path) -> None:
-    """``python -m uirl_gym.openenv --port 0``: a real process; SIGTERM with a session
-    open leaves no session server behind."""
+# An OpenEnv step against a frozen session (its server stopped): the deadline, the
+# env's margin for the answer, the local runtime's grace to stop the failed server, and
+# room for a loaded machine. It was 40 s at the 30 s deadline OpenEnv had.
+FROZEN_STEP_TIMEOUT_S = 2.0
+FROZEN_STEP_BOUND_S = FROZEN_STEP_TIMEOUT_S + ACTION_READ_MARGIN_S + STOP_GRACE_S + 5.0
+
+
+def test_cli_keeps_its_step_deadline_and_stops_its_sessions(tmp_path: Path) -> None:
+    """``python -m uirl_gym.openenv --port 0 --step-timeout-s 2``: a real process. A
+    step on a frozen session (its server SIGSTOPped) ends the episode truncated within
+    the deadline, and the next reset brings a new session; SIGTERM with a session open
+    leaves no session server behind."""
+    assert (
+        parse_args([]).step_timeout_s == ServerConfig().step_timeout_s == DEFAULT_ACTION_TIMEOUT_S
+    )
     port_file = tmp_path / "port"
     process = subprocess.Popen(
-        [sys.executable, "-m", "uirl_gym.openenv", "--port", "0", "--port-file", str(port_file)],
+        [
+            sys.executable,
+            "-m",
+            "uirl_gym.openenv",
+            "--port",
+            "0",
+            "--port-file",
+            str(port_file),
+            "--step-timeout-s",
+            str(FROZEN_STEP_TIMEOUT_S),
+        ],  # fmt: skip
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    frozen: list[int] = []
     try:
         wait_for(port_file.exists, 60, "the server to bind")
         url = f"http://127.0.0.1:{port_file.read_text()}"
         wait_for(lambda: _healthy(url), 60, "/health to answer")
         with OpenEnvSession(url) as session:
+            session.reset(SDE, seed=0, options={"num_rows": 1})
+            frozen = _children(process.pid)  # the session server (its browser is below it)
+            assert len(frozen) == 1
+            os.kill(frozen[0], signal.SIGSTOP)
+            t0 = time.monotonic()
+            _shot, reward, terminated, truncated, info = session.step(
+                {"type": "left_click", "x": 640, "y": 400}
+            )
+            took = time.monotonic() - t0
+            assert truncated and not terminated and reward == 0.0 and info["error"]
+            assert took < FROZEN_STEP_BOUND_S, f"{took:.1f}s"
             screenshot, instruction, _info = session.reset("uirl/FormFill-v0", seed=2)
             assert screenshot.shape == (800, 1280, 3) and instruction
             children = descendant_pids(process.pid)
-            assert children  # the session server and its browser
+            assert children and frozen[0] not in children  # a new session server
             process.terminate()
             # uvicorn shuts down, then re-raises the signal it caught.
             assert process.wait(timeout=30) in (0, -15)
         wait_for(lambda: not any(running(p) for p in children), 20, "the session to stop")
     finally:
+        for pid in frozen:  # so that its parent watchdog can stop it if the test failed
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def _children(pid: int) -> list[int]:
+    """The direct children of ``pid``."""
+    return [p for p in descendant_pids(pid) if _parent(p) == pid]
+
+
+def _parent(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return None
 
 
 def _healthy(url: str) -> bool:
@@ -432,3 +491,68 @@ def test_a_silent_socket_frees_its_slot() -> None:
             assert client.state().step_count == 0  # the slot is free
         finally:
             client.close()
+
+
+def test_a_refused_reset_gives_the_slot_back(server_url: str) -> None:
+    """A socket whose reset was refused (an unknown task or option) counted as started
+    and kept its slot for the idle timeout (an hour): as many as --max-sessions locked
+    the server. Now the slot goes back at once, and the socket stays usable."""
+    refused = []
+    with contextlib.ExitStack() as sockets:
+        for data in [
+            {"task": "uirl/Nope-v0"},
+            {"task": SDE, "options": {"colour": "red"}},
+            {"task": SN, "sed": 3},
+            {"task": "uirl/FormFil-v0"},  # 4 sockets, 3 slots
+        ]:
+            ws = sockets.enter_context(
+                ws_connect(_ws_url(server_url), open_timeout=10, max_size=None)
+            )
+            refused.append(ws)
+            answer = _send(ws, json.dumps({"type": "reset", "data": data}))
+            assert answer["data"]["code"] == "EXECUTION_ERROR", answer
+        client = UirlEnvClient(base_url=server_url)
+        try:
+            assert client.state().step_count == 0  # a slot at once
+        finally:
+            client.close()
+        # The refused socket is still open: a good reset takes a slot again and plays.
+        reset = _send(refused[0], json.dumps({"type": "reset", "data": {"task": SN, "seed": 1}}))
+        assert reset["type"] == "observation", reset
+        step = _send(
+            refused[0], json.dumps({"type": "step", "data": {"action_type": "screenshot"}})
+        )
+        assert step["type"] == "observation" and step["data"]["observation"]["error"] is None
+
+
+def test_a_client_leaving_mid_answer_is_a_quiet_disconnect(
+    server_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client that closed its socket while its step ran made OpenEnv log an ASGI
+    traceback (three exceptions long); now one INFO line, and the session closes."""
+    uvicorn_logger = logging.getLogger("uvicorn")  # it does not propagate to the root
+    uvicorn_logger.addHandler(caplog.handler)
+    caplog.set_level(logging.INFO, logger="uirl_gym.openenv.guard")
+    before = len(RecordingEnvironment.instances)
+    try:
+        with ws_connect(_ws_url(server_url), open_timeout=10, max_size=None) as ws:
+            reset = _send(ws, json.dumps({"type": "reset", "data": {"task": SDE, "seed": 0}}))
+            assert reset["type"] == "observation", reset
+            (mine,) = [e for e in RecordingEnvironment.instances[before:] if e.env is not None]
+            # A long text keeps the step running while the socket closes.
+            step = {"action_type": "type", "text": "x" * 512}
+            ws.send(json.dumps({"type": "step", "data": step}))
+        wait_for(lambda: mine.env is None, 60, "the session to close")
+        left = "left before its answer was sent"
+        wait_for(
+            lambda: any(
+                left in r.getMessage() or r.levelno >= logging.ERROR for r in caplog.records
+            ),
+            30,
+            "the server to log the client's leaving",
+        )
+    finally:
+        uvicorn_logger.removeHandler(caplog.handler)
+    loud = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not loud, [r.getMessage() for r in loud]
+    assert any(left in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)

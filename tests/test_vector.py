@@ -66,8 +66,11 @@ def test_autoreset_next_step(runtime: LocalRuntime) -> None:
 
 
 def test_autoreset_same_step_and_reset_mask(runtime: LocalRuntime) -> None:
-    envs = SessionVectorEnv(2, runtime=runtime, autoreset_mode=AutoresetMode.SAME_STEP)
+    # The mode is a make_vec keyword (docs/env.md): make_vec passes it to SessionVectorEnv.
+    envs = gym.make_vec(ENV_ID, num_envs=2, runtime=runtime, autoreset_mode=AutoresetMode.SAME_STEP)
     try:
+        assert isinstance(envs, SessionVectorEnv)
+        assert envs.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
         envs.reset(seed=[5, 6], options={"num_rows": 1})
         _, _, terminated, _, infos = envs.step([Action(ActionType.FINISH), SHOT])
         assert terminated.tolist() == [True, False]
@@ -144,8 +147,9 @@ def test_step_envs_refuses_a_sub_env_whose_episode_ended(runtime: LocalRuntime) 
 
 
 def test_autoreset_disabled_refuses_an_ended_sub_env(runtime: LocalRuntime) -> None:
-    envs = SessionVectorEnv(2, runtime=runtime, autoreset_mode=AutoresetMode.DISABLED)
+    envs = gym.make_vec(ENV_ID, num_envs=2, runtime=runtime, autoreset_mode="Disabled")
     try:
+        assert envs.autoreset_mode is AutoresetMode.DISABLED
         envs.reset(seed=0)
         envs.step([FINISH, SHOT])
         with pytest.raises(
@@ -155,5 +159,22 @@ def test_autoreset_disabled_refuses_an_ended_sub_env(runtime: LocalRuntime) -> N
         envs.reset(options={"reset_mask": np.array([True, False])})
         _, _, terminated, truncated, _ = envs.step([SHOT, SHOT])
         assert not terminated.any() and not truncated.any()
+    finally:
+        envs.close()
+
+
+def test_vector_kwargs_are_gymnasiums_route_to_its_own_vector_envs(runtime: LocalRuntime) -> None:
+    """What docs/env.md says of Gymnasium's ``vector_kwargs={"autoreset_mode": ...}``:
+    refused for uirl's vector entry point, taken by Gymnasium's SyncVectorEnv (no
+    session starts before a reset)."""
+    mode = {"autoreset_mode": AutoresetMode.SAME_STEP}
+    with pytest.raises(gym.error.Error, match="only through kwargs"):
+        gym.make_vec(ENV_ID, num_envs=2, runtime=runtime, vector_kwargs=mode)
+    envs = gym.make_vec(
+        ENV_ID, num_envs=2, vectorization_mode="sync", vector_kwargs=mode, runtime=runtime
+    )
+    try:
+        assert isinstance(envs, gym.vector.SyncVectorEnv)
+        assert envs.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
     finally:
         envs.close()

@@ -10,18 +10,21 @@ Every agent plays the same episode specs (same seeds, same rows), collected with
 A run folder holds ``run.json`` (the settings), per agent a run directory with
 ``episodes.jsonl`` (appended as each episode ends), ``summary.json`` (written when the
 agent finishes) and ``index.html``, and the reports over all agents finished so far.
-:func:`run_agent` continues an interrupted agent from its finished episodes.
+:func:`run_agent` continues an interrupted agent from its finished episodes;
+:func:`run_lock` keeps a second live run off the folder (``run.lock``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import math
 import os
 import re
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +41,7 @@ logger = logging.getLogger(__name__)
 
 RUN_FILE = "run.json"
 SUMMARY_FILE = "summary.json"
+LOCK_FILE = "run.lock"
 # Settings that change which episodes are played: a resumed run must keep them.
 EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 
@@ -45,6 +49,10 @@ EPISODE_SETTINGS = ("tasks", "episodes", "rows", "seed", "split", "max_steps")
 class RunMismatchError(ValueError):
     """A run folder that cannot be continued: it was made with other settings, or it
     holds episodes and neither resume nor overwrite was asked for."""
+
+
+class RunInUseError(RuntimeError):
+    """Another live process runs in the run folder (it holds ``run.lock``)."""
 
 
 @dataclass
@@ -328,6 +336,41 @@ def load_finished(run_dir: Path) -> list[Episode]:
         tmp.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
         os.replace(tmp, path)
     return list(iter_episodes(run_dir, load_images=False))
+
+
+@contextlib.contextmanager
+def run_lock(out_dir: Path) -> Iterator[None]:
+    """Hold ``out_dir`` for this run: another run on it fails at once, until this one ends.
+
+    Two runs on one folder (a scheduler restarting a job while the first still runs)
+    would play every episode twice, interleave the lines of ``episodes.jsonl`` and
+    overwrite each other's ``results.json``. The lock is the OS's (``flock`` on
+    ``run.lock``, which records the holder's pid): the kernel drops it when the process
+    ends, however it ends, so a run that was killed never blocks its ``--resume``.
+
+    Raises:
+        RunInUseError: a live process holds the folder (the message names its pid).
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # os.open's descriptors are not inherited (PEP 446): a session server outliving a
+    # killed run does not keep the folder locked.
+    fd = os.open(out_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+            raise RunInUseError(
+                f"{out_dir} is in use by another evaluate.py run (pid {holder}): two runs "
+                "on one folder would play its episodes twice and overwrite each other's "
+                "results; wait for that run to end (then --resume continues it), or use "
+                "another --out"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def prepare_run(

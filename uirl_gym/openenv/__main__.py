@@ -38,6 +38,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=defaults.max_steps, help="steps per episode")
     p.add_argument("--reward-mode", choices=["sparse", "dense"], default=defaults.reward_mode)
     p.add_argument(
+        "--step-timeout-s",
+        type=float,
+        default=defaults.step_timeout_s,
+        help="how long one action and its screenshot may take; past it the episode ends "
+        "truncated with an error (a page that hangs, a frozen session)",
+    )
+    p.add_argument(
         "--idle-timeout-s",
         type=float,
         default=defaults.idle_timeout_s,
@@ -60,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--start-timeout-s",
         type=float,
         default=defaults.start_timeout_s,
-        help="close a WebSocket that sends no reset within this long (frees its slot)",
+        help="close a WebSocket with no successful reset within this long (frees its slot)",
     )
     p.add_argument("--browser", help="Chromium executable (default: $UIRL_CHROMIUM, then search)")
     p.add_argument(
@@ -114,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
             max_sessions=args.max_sessions,
             max_steps=args.max_steps,
             reward_mode=args.reward_mode,
+            step_timeout_s=args.step_timeout_s,
             idle_timeout_s=args.idle_timeout_s or None,
             runtime=runtime,
             local=LocalRuntimeConfig(browser=args.browser),

@@ -16,9 +16,16 @@ route, HTTP and WebSocket:
   session by id are refused (uirl has no MCP tools, and they let a client hold a slot
   with no socket, or close or attach to a session whose id it learned); so is the
   ``/mcp`` WebSocket, which held a slot per connection.
-- **A slot is for playing**: a ``/ws`` connection that sends no ``reset`` within
+- **A slot is for playing**: a ``/ws`` connection with no successful ``reset`` within
   ``start_timeout_s`` (default 60 s) is closed, freeing its slot (before, two silent
-  sockets held ``--max-sessions 2`` for the hour of the idle timeout).
+  sockets held ``--max-sessions 2`` for the hour of the idle timeout). A reset refused
+  before any succeeded (an unknown task or option) gives the slot back at once: OpenEnv's
+  session ends as if the client had left, the socket stays open, and the client's next
+  message takes a slot again (before, such a socket counted as started and kept its slot
+  for the idle timeout: eight of them locked a default server for an hour).
+- **A client that leaves mid-answer is a disconnect**: an answer that can no longer be
+  sent is dropped with an INFO line, and OpenEnv ends the session as on any disconnect
+  (it logged an ASGI traceback, three exceptions long).
 - **A bad frame is an error, not the end**: a binary frame, JSON that is not an object
   (an array, a number, ``null``) or nests deeper than ``MAX_JSON_DEPTH`` is answered
   with an error frame (``INVALID_JSON``) and the session goes on (OpenEnv ended the
@@ -55,8 +62,9 @@ ANY = "*"
 MAX_JSON_DEPTH = 32
 # A request body /mcp is read into memory for (the session methods check), at most.
 MAX_MCP_BODY_BYTES = 1 << 20
-# WebSocket close code: policy violation.
+# WebSocket close codes: policy violation; a connection lost without a close frame.
 POLICY_VIOLATION = 1008
+ABNORMAL_CLOSURE = 1006
 
 
 class OpenEnvGuard:
@@ -67,7 +75,8 @@ class OpenEnvGuard:
         allowed_hosts: host names the ``Host`` header may carry (``*``: any).
         allowed_origins: origins (``https://host:port``) besides the server's own that
             pages may call from (``*``: any).
-        start_timeout_s: how long a ``/ws`` connection may go without a ``reset``.
+        start_timeout_s: how long a ``/ws`` connection may go without a ``reset`` that
+            succeeds.
     """
 
     def __init__(
@@ -96,11 +105,7 @@ class OpenEnvGuard:
             await _refuse(scope, send, refusal)
             return
         if kind == "websocket":
-            session = _WebSocketSession(receive, send, self.start_timeout_s)
-            try:
-                await self.app(scope, session.receive, send)
-            finally:
-                session.close()
+            await _WebSocketSession(self.app, scope, receive, send, self.start_timeout_s).serve()
             return
         if scope.get("method") == "POST" and scope.get("path") == "/mcp":
             await self._mcp(scope, receive, send)
@@ -175,41 +180,112 @@ class OpenEnvGuard:
 
 
 class _WebSocketSession:
-    """``receive`` for OpenEnv's ``/ws`` loop: bad frames answered here, and the
-    connection closed when no ``reset`` came within ``start_timeout_s``.
+    """One client's WebSocket in front of OpenEnv's ``/ws`` loop: bad frames answered
+    here, the start timeout, the slot given back after a refused first reset, a client
+    that leaves mid-answer (see the module docstring).
 
-    It only acts while OpenEnv waits for the next frame, so its error frames never
-    interleave with OpenEnv's answers.
+    OpenEnv takes a slot when it accepts a socket (its session) and frees it when the
+    socket ends. To give the slot back while the client's socket stays open, this class
+    ends OpenEnv's loop as a disconnect would, keeps the socket, and runs OpenEnv's
+    loop again on the client's next frame (a new session, a slot again). It only acts
+    while OpenEnv waits for the next frame, so its error frames never interleave with
+    OpenEnv's answers, and OpenEnv answers one frame at a time, so the first frame
+    OpenEnv sends after a reset is that reset's answer.
     """
 
-    def __init__(self, receive: Receive, send: Send, start_timeout_s: float) -> None:
+    def __init__(
+        self, app: ASGIApp, scope: Scope, receive: Receive, send: Send, start_timeout_s: float
+    ) -> None:
+        self._app = app
+        self._scope = scope
         self._receive = receive
         self._send = send
         self._deadline = time.monotonic() + start_timeout_s
-        self._started = False
-        self._accepted = False
         self._next: asyncio.Future[Message] | None = None
+        self._accepted = False  # the client's socket is open
+        self._started = False  # a reset succeeded: no start timeout from then on
+        self._reset_sent = False  # a reset went to OpenEnv; its answer is the next frame
+        self._give_back = False  # end OpenEnv's loop at its next receive
+        self._given_back = False  # OpenEnv's loop ended for it; the socket stays open
+        self._client_gone = False  # a send failed: the client left
+        self._replay: list[Message] = []  # what a new OpenEnv loop reads first
 
-    async def receive(self) -> Message:
+    async def serve(self) -> None:
+        try:
+            await self._app(dict(self._scope), self._app_receive, self._app_send)
+            while self._given_back:
+                message = await self._next_frame()
+                if message["type"] != "websocket.receive":
+                    return  # the client left, or the start timeout closed the socket
+                self._given_back = False
+                self._replay = [{"type": "websocket.connect"}, message]
+                await self._app(dict(self._scope), self._app_receive, self._app_send)
+        finally:
+            if self._next is not None:
+                self._next.cancel()
+
+    async def _app_receive(self) -> Message:
+        """What OpenEnv's loop reads."""
+        if self._replay:
+            return self._replay.pop(0)
+        if self._give_back:
+            self._give_back, self._given_back = False, True
+            return {"type": "websocket.disconnect", "code": 1000}
+        if self._client_gone:
+            return {"type": "websocket.disconnect", "code": ABNORMAL_CLOSURE}
+        return await self._next_frame()
+
+    async def _app_send(self, message: Message) -> None:
+        """What OpenEnv's loop sends."""
+        if self._given_back:
+            return  # OpenEnv closing the session it gave back: the socket stays open
+        kind = message["type"]
+        if kind == "websocket.accept":
+            if self._accepted:
+                return  # a new OpenEnv loop on the socket already open
+            self._accepted = True
+        elif kind == "websocket.send" and self._reset_sent:
+            self._reset_sent = False
+            if _is_observation(message):
+                self._started = True
+            elif not self._started:
+                self._give_back = True
+        await self._to_client(message)
+
+    async def _to_client(self, message: Message) -> None:
+        if self._client_gone:
+            return
+        try:
+            await self._send(message)
+        except OSError as exc:  # uvicorn's ClientDisconnected: the socket is gone
+            self._client_gone = True
+            logger.info(
+                "a /ws client left before its answer was sent (%s); closing its session",
+                type(exc).__name__,
+            )
+
+    async def _next_frame(self) -> Message:
+        """The client's next message that OpenEnv can take (bad frames answered here); a
+        disconnect once the start timeout passed with no reset that succeeded."""
         while True:
             message = await self._next_message()
-            if message is None:  # no reset in time
-                await self._send(
+            if message is None:  # no successful reset in time
+                await self._to_client(
                     {
                         "type": "websocket.close",
                         "code": POLICY_VIOLATION,
-                        "reason": "no reset within the start timeout: the slot is freed",
+                        "reason": "no successful reset in the start timeout: the slot is freed",
                     }
                 )
                 return {"type": "websocket.disconnect", "code": POLICY_VIOLATION}
-            if message["type"] == "websocket.connect":
-                return message
             if message["type"] != "websocket.receive":
                 return message
             error = self._check(message)
             if error is None:
                 return message
-            await self._send({"type": "websocket.send", "text": error})
+            await self._to_client({"type": "websocket.send", "text": error})
+            if self._client_gone:
+                return {"type": "websocket.disconnect", "code": ABNORMAL_CLOSURE}
 
     async def _next_message(self) -> Message | None:
         if self._next is None:
@@ -245,12 +321,17 @@ class _WebSocketSession:
             if isinstance(method, str) and method.startswith("openenv/session/"):
                 return _ws_error(f"{method}: a uirl session is its WebSocket")
         if frame.get("type") == "reset":
-            self._started = True
+            self._reset_sent = True
         return None
 
-    def close(self) -> None:
-        if self._next is not None:
-            self._next.cancel()
+
+def _is_observation(message: Message) -> bool:
+    """Whether OpenEnv's frame is an observation (a reset that succeeded), not an error."""
+    try:
+        frame = json.loads(message.get("text") or "null")
+    except ValueError:
+        return False
+    return isinstance(frame, dict) and frame.get("type") == "observation"
 
 
 def _mcp_refusal(body: bytes) -> tuple[Any, str] | None:

@@ -43,6 +43,7 @@ from openenv.core.env_server import ConcurrencyConfig, Environment, create_app
 from openenv.core.env_server.types import EnvironmentMetadata
 from PIL import Image
 
+from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, MAX_ACTION_TIMEOUT_S, MIN_ACTION_TIMEOUT_S
 from uirl_gym.env import ResetNeededError, UIEnv
 from uirl_gym.openenv.guard import LOOPBACK_HOSTS, OpenEnvGuard
 from uirl_gym.openenv_wire import (
@@ -86,7 +87,10 @@ class ServerConfig:
         max_steps: steps per episode; the last one is ``truncated`` (``gym.make``'s
             TimeLimit, 60).
         reward_mode: ``"sparse"`` (the task's record) or ``"dense"`` (plus its shaping).
-        step_timeout_s: how long one action may take in the session.
+        step_timeout_s: how long one action and its screenshot may take in the session
+            (the env's ``step_timeout_s``, 10 s as in ``gym.make``): a step past it ends
+            the episode truncated with ``error`` (a page that hangs, a session that
+            froze), never the server.
         idle_timeout_s: a session that gets no message for this long is closed by
             OpenEnv's reaper, even with its WebSocket open (the next call is refused with
             :data:`~uirl_gym.openenv_wire.SESSION_CLOSED`; ``OpenEnvSession`` reconnects);
@@ -104,14 +108,15 @@ class ServerConfig:
             docs/openenv.md).
         allowed_origins: browser origins besides the server's own whose pages may call
             it (``$UIRL_OPENENV_ALLOWED_ORIGINS``); ``"*"``: any. Default: none.
-        start_timeout_s: a WebSocket that sends no reset within this long is closed
-            and its slot freed.
+        start_timeout_s: a WebSocket with no successful reset within this long is
+            closed and its slot freed (a reset refused before any succeeded gives the
+            slot back at once; the socket stays open).
     """
 
     max_sessions: int = 8
     max_steps: int = MAX_EPISODE_STEPS
     reward_mode: Literal["sparse", "dense"] = "sparse"
-    step_timeout_s: float = 30.0
+    step_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S
     idle_timeout_s: float | None = 3600.0
     runtime: Runtime | None = None
     local: LocalRuntimeConfig = field(default_factory=LocalRuntimeConfig)
@@ -134,6 +139,11 @@ class ServerConfig:
             raise ValueError(f"max_steps: expected >= 1, got {self.max_steps}")
         if self.reward_mode not in ("sparse", "dense"):
             raise ValueError(f"reward_mode: expected 'sparse' or 'dense', got {self.reward_mode!r}")
+        if not MIN_ACTION_TIMEOUT_S <= self.step_timeout_s <= MAX_ACTION_TIMEOUT_S:
+            raise ValueError(
+                f"step_timeout_s: expected seconds in {MIN_ACTION_TIMEOUT_S:g}.."
+                f"{MAX_ACTION_TIMEOUT_S:g}, got {self.step_timeout_s}"
+            )
         if self.idle_timeout_s is not None and not self.idle_timeout_s > 0:
             raise ValueError(
                 f"idle_timeout_s: expected > 0 or None (never), got {self.idle_timeout_s}"
