@@ -589,6 +589,24 @@ def test_openenv_lost_connection_ends_the_episode_as_a_session_failure() -> None
         env.close()
 
 
+def test_a_short_step_deadline_still_waits_for_the_servers_answer() -> None:
+    """The first reset starts a session on the server (about a second): a client with a
+    0.5 s step deadline took that for a lost connection (issue 42 review)."""
+    pytest.importorskip("openenv")
+    from uirl_gym.openenv import make_app
+    from uirl_gym.remote_env import OpenEnvEnv
+
+    with serve_app(make_app()) as url:
+        env = OpenEnvEnv(url, step_timeout_s=0.5)
+        try:
+            obs, info = env.reset(seed=0, options={"num_rows": 1})
+            assert obs["screenshot"].shape == (800, 1280, 3) and "error" not in info
+            _, _, _, truncated, info = env.step(CLICK)
+            assert not truncated and "error" not in info
+        finally:
+            env.close()
+
+
 def test_a_full_openenv_server_says_how_many_sessions_it_needs() -> None:
     pytest.importorskip("openenv")
     from uirl_gym.openenv import ServerConfig, make_app

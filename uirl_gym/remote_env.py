@@ -24,6 +24,9 @@ from uirl_gym.tasks import TASKS, task_spec
 
 __all__ = ["OpenEnvEnv"]
 
+# How much longer than a step's deadline the client waits for any answer from the server.
+MESSAGE_MARGIN_S = 30.0
+
 
 class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
     """One WebSocket session on a uirl OpenEnv server (``python -m uirl_gym.openenv``).
@@ -32,7 +35,8 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         base_url: the server, e.g. ``http://10.0.0.7:8000``.
         task: the task of episodes whose reset options name none.
         split: the default ``split`` option (``train`` or ``test``).
-        step_timeout_s: how long one message may take.
+        step_timeout_s: the step's deadline; any message is awaited
+            ``MESSAGE_MARGIN_S`` longer (the server answers a step past its own deadline).
 
     Attributes:
         timings: wall times of the last reset or step (as ``UIEnv.timings``).
@@ -61,7 +65,10 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self.split = split
         self.observation_space = observation_space()
         self.action_space = action_space()
-        self.session = OpenEnvSession(base_url, message_timeout_s=step_timeout_s)
+        # The server enforces the step's deadline itself (its --step-timeout-s) and
+        # answers a step past it truncated; the client's own limit only tells a server
+        # that went silent, so it waits that margin longer (a reset may start a session).
+        self.session = OpenEnvSession(base_url, message_timeout_s=step_timeout_s + MESSAGE_MARGIN_S)
         self.timings: dict[str, float] = {}
         self.episode_task: str | None = None
         self._obs: dict[str, Any] | None = None
