@@ -195,6 +195,11 @@ def test_an_action_whose_answer_was_lost_is_sent_again_with_its_id(
     with pytest.raises(SessionUnavailableError, match="ReadTimeout"):
         slow.act(Action(ActionType.LEFT_CLICK, 1, 1))
     assert len(keep_alive.action_ids) == sent + 1
+    # Nor a screenshot's: a read, but its answer was due by its deadline, and each
+    # repeat cost a frozen session's step the deadline again (four reads).
+    with pytest.raises(SessionUnavailableError, match="ReadTimeout"):
+        slow.act(Action(ActionType.SCREENSHOT))
+    assert len(keep_alive.action_ids) == sent + 2
 
 
 def test_the_client_retires_idle_connections_first(keep_alive: KeepAliveServer) -> None:

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import gymnasium as gym
@@ -19,9 +20,10 @@ from gymnasium.wrappers import (
     TimeLimit,
     TransformObservation,
 )
+from processes import wait_gone
 
 import uirl_gym
-from uirl_gym.actions import Action, ActionType
+from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, Action, ActionType
 from uirl_gym.env import ClosedEnvironmentError, ResetNeededError, UIEnv
 from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 from uirl_gym.tasks.simple_data_entry.expert import SimpleDataEntryExpert
@@ -285,6 +287,31 @@ def test_session_failure_truncates_and_next_reset_recovers(
     _, _, terminated, truncated, _ = env.step(Action(ActionType.LEFT_CLICK, 10, 10))
     assert not truncated
     env.close()
+
+
+def test_a_frozen_session_costs_a_step_its_deadline_and_is_stopped(
+    runtime: LocalRuntime,
+) -> None:
+    """A session server that answers nothing, not even its 504 (stopped with SIGSTOP):
+    the step is truncated once the action's deadline (10 s by default) and the client's
+    margin have passed, and the server and its Chromium are gone soon after. It took
+    20 s: a 15 s read timeout, then the runtime's 5 s SIGTERM grace in the step's thread."""
+    env = gym.make(ENV_ID, runtime=runtime)
+    try:
+        env.reset(seed=0)
+        server_pid = runtime.pid(env.unwrapped.session)
+        family = [server_pid, *descendant_pids(server_pid)]
+        os.kill(server_pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        _, _, terminated, truncated, info = env.step(Action(ActionType.LEFT_CLICK, 100, 130))
+        elapsed = time.monotonic() - t0
+        assert truncated and not terminated and "SessionUnavailableError" in info["error"]
+        # The deadline plus ACTION_READ_MARGIN_S (2 s), with room for a busy machine.
+        assert DEFAULT_ACTION_TIMEOUT_S <= elapsed < DEFAULT_ACTION_TIMEOUT_S + 5, elapsed
+        # A stopped process cannot answer SIGTERM: it is killed, its Chromium with it.
+        assert wait_gone(family, timeout_s=10) == []
+    finally:
+        env.close()
 
 
 def test_step_after_the_episode_ended_raises(env: gym.Env) -> None:

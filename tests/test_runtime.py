@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import requests
+from processes import running, wait_gone
 
 from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError
 from uirl_gym.runtimes.local import STOP_GRACE_S, LocalRuntime, LocalRuntimeConfig
@@ -35,24 +36,6 @@ time.sleep(600)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # a zombie holds no resources
-
-
-def _wait_gone(pids: list[int], timeout_s: float) -> list[int]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        alive = [p for p in pids if _alive(p)]
-        if not alive:
-            return []
-        time.sleep(0.1)
-    return alive
-
-
 @pytest.mark.parametrize("how", ["exit", "SIGTERM", "SIGINT", "SIGKILL"])
 def test_no_orphan_processes(how: str) -> None:
     child = subprocess.Popen(
@@ -64,11 +47,11 @@ def test_no_orphan_processes(how: str) -> None:
     pids = json.loads(line)
     assert len(pids) >= 4, f"expected 2 servers with Chromium children, got {pids}"
     if how != "exit":
-        assert sum(map(_alive, pids)) >= 4  # servers and their Chromium are up
+        assert sum(map(running, pids)) >= 4  # servers and their Chromium are up
         child.send_signal(getattr(signal, how))
     child.wait(timeout=30)
     # After SIGKILL the servers notice their parent is gone (polled every second).
-    assert _wait_gone(pids, timeout_s=20) == []
+    assert wait_gone(pids, timeout_s=20) == []
 
 
 def test_start_failure_shows_the_log_tail(tmp_path: Path) -> None:
@@ -171,7 +154,7 @@ def test_session_folders_are_removed_even_after_sigkill(
     started = json.loads(owner.stdout.readline())
     owner.kill()  # SIGKILL: no atexit, no handler, nothing cleaned
     owner.wait(timeout=30)
-    assert _wait_gone(started["pids"], timeout_s=20) == []
+    assert wait_gone(started["pids"], timeout_s=20) == []
     stale = Path(started["dir"])
     assert stale.is_dir() and stale.parent == tmp_path
 
@@ -188,9 +171,11 @@ def test_session_folders_are_removed_even_after_sigkill(
         server_pid = rt.pid(info)
         (profile,) = tmp_path.glob(f"uirl-chromium-{server_pid}-*")
         os.kill(server_pid, signal.SIGKILL)  # the session server dies, its profile stays
-        rt.release(info, healthy=False)
-        assert list(rt.log_dir.iterdir()) == []  # its files went with it
-        assert not profile.exists(), "the killed server's Chromium profile was kept"
+        rt.release(info, healthy=False)  # stopped and cleaned in the background
+        deadline = time.monotonic() + 10
+        while profile.exists() or list(rt.log_dir.iterdir()):
+            assert time.monotonic() < deadline, "the killed server's files were kept"
+            time.sleep(0.05)
     finally:
         rt.close()
     assert list(tmp_path.glob("uirl-sessions-*")) == []
@@ -214,9 +199,11 @@ def test_a_session_stopped_with_an_action_in_flight_exits_on_sigterm(
     deadline = time.monotonic() + 30
     while _get(f"{info.base_url}/act?action_type=screenshot", 0.3):
         assert time.monotonic() < deadline, "the slow action never started"
+    pid = runtime.pid(info)
     t0 = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="uirl_gym.runtimes.local"):
-        runtime.release(info, healthy=False)
+        runtime.release(info, healthy=False)  # stopped in the background
+        assert wait_gone([pid], timeout_s=2 * STOP_GRACE_S) == []
     assert "ignored SIGTERM" not in caplog.text
     assert time.monotonic() - t0 < STOP_GRACE_S
 

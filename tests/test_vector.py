@@ -5,15 +5,17 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 
 import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode
+from processes import wait_gone
 
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.env import ResetNeededError
-from uirl_gym.runtimes.local import LocalRuntime
+from uirl_gym.runtimes.local import LocalRuntime, descendant_pids
 from uirl_gym.vector import ClosedEnvironmentError, SessionVectorEnv
 
 ENV_ID = "uirl/SimpleDataEntry-v0"
@@ -104,6 +106,35 @@ def test_a_killed_session_truncates_only_its_sub_env(runtime: LocalRuntime) -> N
         assert envs.envs[1].session is not None and envs.envs[1].session != victim
         obs, _, _, truncated, _ = envs.step([SHOT] * 3)
         assert not truncated.any() and obs["screenshot"].shape[0] == 3
+    finally:
+        envs.close()
+
+
+def test_a_frozen_session_costs_the_batch_its_deadline_only(runtime: LocalRuntime) -> None:
+    """One sub-env's session server stopped (SIGSTOP): the batch comes back once the
+    step's deadline (here 3 s, ``step_timeout_s``) and the client's margin have passed,
+    with the others' results; the stopped server and its Chromium are gone. The batch
+    waited 20 s at the 10 s default (a read timeout, then the runtime's SIGTERM grace in
+    the step's thread), and a frozen screenshot was read four times."""
+    step_timeout_s = 3.0
+    envs = gym.make_vec(ENV_ID, num_envs=2, runtime=runtime, step_timeout_s=step_timeout_s)
+    try:
+        envs.reset(seed=0)
+        server_pid = runtime.pid(envs.envs[1].session)
+        family = [server_pid, *descendant_pids(server_pid)]
+        os.kill(server_pid, signal.SIGSTOP)
+        t0 = time.monotonic()
+        _, _, terminated, truncated, infos = envs.step(
+            [Action(ActionType.LEFT_CLICK, 100, 130), SHOT]
+        )
+        elapsed = time.monotonic() - t0
+        assert truncated.tolist() == [False, True] and not terminated.any()
+        assert infos["_error"].tolist() == [False, True]
+        assert "SessionUnavailableError" in infos["error"][1]
+        # The deadline plus ACTION_READ_MARGIN_S (2 s), with room for a busy machine.
+        assert step_timeout_s <= elapsed < step_timeout_s + 5, elapsed
+        assert envs.envs[0].oracle()["selected_cell"]["sheet_row"] == 2  # sub-env 0's click
+        assert wait_gone(family, timeout_s=10) == []
     finally:
         envs.close()
 

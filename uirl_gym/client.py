@@ -4,13 +4,17 @@ Retry rule: a request is retried (bounded, with backoff) only when repeating it 
 change the task's state twice:
 - reads (``/``, ``/health``, ``/progress``, ``/oracle``, a ``screenshot`` action) and
   ``POST /reset`` (a reset with the same seed and options lands in the same state) are
-  retried on connection errors, timeouts and 502/503/504;
+  retried on connection errors, timeouts and 502/503/504, except an action's read
+  timeout (below);
 - any other action carries an action id (``X-UIRL-Action-Id``, new for each action): the
   session remembers the answers to its last few and answers a repeat with the first
   answer instead of acting again, so the action is retried with the same id when its
   answer was lost (a connection closed or reset) or a proxy answered 502. Not after a
-  read timeout or a 504 (the session is busy or stuck: a repeat would wait behind the
-  same action) nor a 503 (the browser is gone: the answer is already there).
+  504 (the session is stuck: a repeat would wait behind the same action) nor a 503 (the
+  browser is gone: the answer is already there).
+- no action, a ``screenshot`` included, is retried after a read timeout: its answer, a
+  504 included, was due by its deadline, so the session is frozen (or busy with the
+  same action), and a repeat would cost the deadline again.
 
 Idle connections: the session server keeps an idle keep-alive connection open for
 ``DEFAULT_KEEP_ALIVE_S`` (75 s); this client opens a fresh connection after
@@ -62,8 +66,12 @@ SESSION_GONE_STATUS = frozenset({404, 421})
 # Shorter than the server's keep-alive (runtimes.base.DEFAULT_KEEP_ALIVE_S).
 DEFAULT_MAX_IDLE_S = 30.0
 # How much longer than an action's deadline its answer is awaited: the server's 504
-# (the page hangs) must arrive before the client gives up on the connection.
-ACTION_READ_MARGIN_S = 5.0
+# (the page hangs) must arrive before the client gives up on the connection. The
+# server answers by the deadline (or 0.5 s after it: a screenshot gets at least that);
+# the margin is the way there and back on a loaded machine. A read timeout is the wait
+# for the next byte, so a large screenshot's transfer is not in it. A session that sends
+# nothing by then is frozen: it costs a step the deadline plus this margin.
+ACTION_READ_MARGIN_S = 2.0
 IMAGE_FORMATS = ("png", "jpeg", "raw")
 
 
@@ -221,11 +229,13 @@ class SessionClient:
                 never_sent = isinstance(exc, requests.ConnectTimeout) or (
                     isinstance(exc, requests.ConnectionError) and "NewConnectionError" in repr(exc)
                 )
-                # An action with an id is sent again when its answer was lost (a closed or
-                # reset connection), not after a read timeout: the session is then busy
-                # or stuck, and the repeat would wait for the same lock.
-                answer_lost = action_id is not None and not isinstance(exc, requests.ReadTimeout)
-                retry_safe = idempotent or never_sent or answer_lost
+                # An action's answer was due by its deadline: after a read timeout the
+                # session is frozen or stuck, and a repeat would wait as long again (an
+                # action with an id, for the same lock). Otherwise an action with an id
+                # is sent again when its answer was lost (a closed or reset connection).
+                overdue = path == "/act" and isinstance(exc, requests.ReadTimeout)
+                repeatable = idempotent or action_id is not None
+                retry_safe = never_sent or (repeatable and not overdue)
                 if attempt < self.max_retries and retry_safe:
                     attempt += 1
                     logger.info("%s %s: %s; retrying", method, path, type(exc).__name__)

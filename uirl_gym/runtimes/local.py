@@ -4,6 +4,9 @@ Each session is ``python -m uirl_gym.session --port 0`` in its own process group
 server picks a free port and writes it to a port file, so no two sessions race for a
 port. Sessions are stopped on :meth:`LocalRuntime.close`, at interpreter exit, on
 SIGINT/SIGTERM, and by the servers themselves if this process dies (``--parent-pid``).
+A session released unhealthy is stopped in the background (SIGTERM and a grace, or
+SIGKILL at once for a process that is stopped and cannot answer SIGTERM), so that the
+step that gave up on it returns at once; :meth:`LocalRuntime.close` waits for those.
 
 Each session gets a fresh token for its privileged routes (``/reset``, ``/oracle``),
 handed to the server in its environment (not argv, which any local user can read) and
@@ -90,7 +93,8 @@ class LocalRuntime:
 
     Methods:
         acquire: a ready session (an idle one if any, else a new server).
-        release: keep a healthy session for reuse; stop an unhealthy one.
+        release: keep a healthy session for reuse; stop an unhealthy one (in the
+            background: close waits for it).
         start_many: start n servers concurrently (they are then idle, ready to acquire).
         close: stop every server and its Chromium.
     """
@@ -101,6 +105,8 @@ class LocalRuntime:
         self._sessions: dict[str, _LocalSession] = {}
         self._idle: list[str] = []
         self._closed = False
+        # Stops failed sessions (each may take STOP_GRACE_S) off the caller's thread.
+        self._stopper = ThreadPoolExecutor(thread_name_prefix="uirl-local-stop")
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if self.config.log_dir:
             self.log_dir = Path(self.config.log_dir)
@@ -128,7 +134,10 @@ class LocalRuntime:
                 return
             entry = self._sessions.pop(session.session_id, None)
         if entry is not None:
-            self._stop_and_clean(entry)
+            try:
+                self._stopper.submit(self._stop_and_clean, entry)
+            except RuntimeError:  # shut down: closed meanwhile, so stop it here
+                self._stop_and_clean(entry)
         elif not known:
             logger.debug("release of unknown session %s", session.session_id)
 
@@ -154,6 +163,7 @@ class LocalRuntime:
             self._idle.clear()
         for entry in entries:
             self._stop_and_clean(entry)
+        self._stopper.shutdown(wait=True)  # the failed sessions being stopped
         if self._tmp is not None:
             self._tmp.cleanup()
             self._tmp = None
@@ -256,11 +266,17 @@ class LocalRuntime:
 
     @staticmethod
     def _stop(entry: _LocalSession) -> None:
-        """SIGTERM (the server closes Chromium), then SIGKILL what is left of the group."""
+        """SIGTERM (the server closes Chromium), then SIGKILL what is left of the group.
+
+        A stopped process (SIGSTOP) would run no SIGTERM handler before the grace ran
+        out: it is killed at once.
+        """
         process = entry.process
         # Collected first: once the server is gone its children are re-parented.
         family = [process.pid, *descendant_pids(process.pid)]
-        if process.poll() is None:
+        if process.poll() is None and _is_stopped(process.pid):
+            logger.warning("session %s is stopped (SIGSTOP?); killing it", entry.info.session_id)
+        elif process.poll() is None:
             try:
                 process.terminate()
                 process.wait(timeout=STOP_GRACE_S)
@@ -313,6 +329,17 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True  # someone else's process: not ours to judge
     return True
+
+
+def _is_stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (SIGSTOP, SIGTSTP): state T in /proc (a
+    traced stop, t, is a debugger's, which resumes it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # The command name may hold spaces and parentheses: the state follows the last ')'.
+    return stat.rsplit(")", 1)[1].split()[0] == "T"
 
 
 def _kill_group(pid: int) -> None:
