@@ -54,7 +54,14 @@ from uirl_gym.session.guards import (
     presented_token,
 )
 from uirl_gym.tasks import make_task, task_spec
-from uirl_gym.tasks.base import BRIDGE_PATH, Task, TaskOptionsError, bridge_script
+from uirl_gym.tasks.base import (
+    BRIDGE_PATH,
+    Dialog,
+    DialogAnswer,
+    Task,
+    TaskOptionsError,
+    bridge_script,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +73,9 @@ ACTION_IDS_REMEMBERED = 10_000
 ACTION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 # Ignored parameters named in X-Ignored-Params, at most (the rest are counted).
 MAX_NAMED_PARAMS = 20
+# A dialog's message in X-Dialogs, at most (the task gets it whole): with the browser's
+# 10 dialogs per answer, the header stays far below the 64 KB a client reads of a line.
+MAX_DIALOG_MESSAGE_CHARS = 500
 
 MEDIA_TYPES = {
     ImageFormat.PNG: "image/png",
@@ -133,8 +143,10 @@ class SessionState:
             app_url=self.app_url(self.task.name),
             executable_path=find_browser(config.browser, headless=config.headless),
             headless=config.headless,
-            # The task of the episode on the screen records the app's events.
+            # The task of the episode on the screen records the app's events and says
+            # how its dialogs are answered.
             record_event=lambda event: self.task.handle_event(event),
+            answer_dialog=lambda dialog: self.task.answer_dialog(dialog),
         )
         self.lock = asyncio.Lock()
         self.started_at = datetime.now(UTC)
@@ -176,6 +188,7 @@ class SessionState:
         self.screen = screen
         # Action ids are the episode's: one sent again after the reset is a new action.
         self.actions = ActionMemory()
+        self.browser.take_dialogs()  # the last episode's, never answered to an /act
         stuck, self.page_stuck = self.page_stuck, None
         loaded = await self.browser.new_episode(
             episode["app_state"],
@@ -576,6 +589,11 @@ async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
         if len(parsed.ignored) > MAX_NAMED_PARAMS:
             named.append(f"and {len(parsed.ignored) - MAX_NAMED_PARAMS} more")
         headers["X-Ignored-Params"] = ", ".join(named)
+    dialogs, not_kept = state.browser.take_dialogs()
+    if dialogs:
+        headers["X-Dialogs"] = dialogs_header(dialogs)
+    if not_kept:
+        headers["X-Dialogs-Not-Listed"] = str(not_kept)
     return ActionOutcome(
         200,
         image,
@@ -594,9 +612,28 @@ def _header_safe(name: str) -> str:
     return safe if len(safe) <= 40 else safe[:37] + "..."
 
 
-def progress_header(progress: Mapping[str, Any]) -> str:
-    """The record as a header value: JSON in ASCII (DEL, which ``json.dumps`` leaves
-    alone and no header may hold, is escaped too: an agent can type it into a record)."""
+def dialogs_header(dialogs: list[tuple[Dialog, DialogAnswer]]) -> str:
+    """The dialogs the page opened, as answered: what the agent, which sees none in the
+    screenshot, is told the page showed (``X-Dialogs``; docs/protocol.md)."""
+    shown = []
+    for dialog, answer in dialogs:
+        entry: dict[str, Any] = {
+            "type": dialog.type,
+            "message": dialog.message[:MAX_DIALOG_MESSAGE_CHARS],
+        }
+        if dialog.type == "prompt":
+            entry["default_prompt"] = dialog.default_prompt[:MAX_DIALOG_MESSAGE_CHARS]
+        entry["accepted"] = answer.accept
+        if answer.prompt_text is not None:
+            entry["prompt_text"] = answer.prompt_text[:MAX_DIALOG_MESSAGE_CHARS]
+        shown.append(entry)
+    return progress_header(shown)
+
+
+def progress_header(progress: Mapping[str, Any] | list[Any]) -> str:
+    """The record (or the dialogs) as a header value: JSON in ASCII (DEL, which
+    ``json.dumps`` leaves alone and no header may hold, is escaped too: an agent can type
+    it into a record, and a page can put it in a dialog)."""
     return json.dumps(progress, separators=(",", ":")).replace("\x7f", "\\u007f")
 
 

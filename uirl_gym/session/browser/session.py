@@ -9,7 +9,7 @@ rooms beside it:
 - ``chromium``: which Chromium, launched with which switches;
 - ``cdp``: the pipe (commands, answers, events);
 - ``tabs``: a browser context and page per episode, the one prepared for the next,
-  navigation, the recording binding;
+  navigation, the recording binding, JavaScript dialogs answered;
 - ``input``: the pointer and keyboard (everything an action sends), with ``keys``'
   US layout;
 - ``capture``: frames (on demand, on the headless shell), settling, screenshots.
@@ -32,7 +32,15 @@ from uirl_gym.session.browser.chromium import (
     session_args,
 )
 from uirl_gym.session.browser.input import Input
-from uirl_gym.session.browser.tabs import Background, EventRecorder, Tab, Tabs, js_call
+from uirl_gym.session.browser.tabs import (
+    Background,
+    DialogAnswerer,
+    EventRecorder,
+    Tab,
+    Tabs,
+    js_call,
+)
+from uirl_gym.tasks.base import Dialog, DialogAnswer
 
 __all__ = ["FRAME_CONTROL_ENV_VAR", "CdpBrowserSession", "describe_unanswered"]
 
@@ -57,6 +65,8 @@ class CdpBrowserSession:
         inspect: the task app's privileged page state (element boxes, values).
         responsive: whether the page answers (checked, not assumed).
         waiting_on: the CDP commands not answered yet.
+        take_dialogs: the JavaScript dialogs the page opened (each answered at once by
+            ``answer_dialog``; OK when None) since the last call.
     """
 
     backend = "cdp"
@@ -67,13 +77,16 @@ class CdpBrowserSession:
         executable_path: str,
         headless: bool = True,
         record_event: EventRecorder | None = None,
+        answer_dialog: DialogAnswerer | None = None,
     ) -> None:
         self.executable_path = executable_path
         self.headless = headless
         self.frames_on_demand = draws_frames_on_demand(executable_path, headless)
         self._process: ChromiumProcess | None = None
         self._background = Background()
-        self._tabs = Tabs(app_url, record_event, self.frames_on_demand, self._background)
+        self._tabs = Tabs(
+            app_url, record_event, answer_dialog, self.frames_on_demand, self._background
+        )
         # The episode's tab and its pointer and keyboard (None: no episode yet).
         self._tab: Tab | None = None
         self._input: Input | None = None
@@ -269,6 +282,11 @@ class CdpBrowserSession:
 
     async def inspect(self) -> dict[str, Any]:
         return await self._current()[0].eval("window.uirlInspect()")
+
+    def take_dialogs(self) -> tuple[list[tuple[Dialog, DialogAnswer]], int]:
+        """The dialogs the page on the screen opened since the last call, as answered,
+        and how many more it opened (not kept)."""
+        return ([], 0) if self._tab is None else self._tab.take_dialogs()
 
 
 def describe_unanswered(unanswered: list[tuple[str, float]]) -> str:

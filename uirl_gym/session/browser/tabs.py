@@ -1,12 +1,15 @@
 """The tabs of a session's Chromium: one browser context and page per episode, the one
-prepared for the next episode, navigation, and the recording binding.
+prepared for the next episode, navigation, the recording binding, and the JavaScript dialogs a page opens.
 
 What it does the way Playwright does, so that the page sees the same environment:
 - contexts: ``Target.createBrowserContext`` per episode, clipboard permissions granted
   to the app's origin, the viewport, locale, time zone, colour scheme, reduced motion
   and focus emulated per page;
 - the submission binding: ``Runtime.addBinding`` plus a page script that turns
-  ``window.uirlRecord(event)`` into a promise, resolved once the server recorded it.
+  ``window.uirlRecord(event)`` into a promise, resolved once the server recorded it;
+- dialogs: each ``alert``, ``confirm``, ``prompt`` and ``beforeunload`` prompt is
+  answered as it opens (``Page.handleJavaScriptDialog``), as the task says: an open
+  one froze the page, and every action after it ran past its deadline.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import orjson
 from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.session.browser.cdp import CdpConnection, CdpError
 from uirl_gym.session.browser.chromium import POPUP_GUARD_JS
+from uirl_gym.tasks.base import ACCEPT, Dialog, DialogAnswer
 
 logger = logging.getLogger(__name__)
 
@@ -51,8 +55,12 @@ _BINDING_SHIM = f"""(() => {{
   }});
 }})();"""
 LOAD_TIMEOUT_S = 30.0
+# The dialogs a tab keeps until they are taken (the rest are counted): a page that opens
+# them in a loop (each answered at once) must not fill the memory.
+MAX_DIALOGS_KEPT = 10
 
 EventRecorder = Any  # Callable[[Mapping[str, Any]], dict[str, Any]]
+DialogAnswerer = Callable[[Dialog], DialogAnswer]
 
 
 def js_call(function: str, *args: Any) -> str:
@@ -107,6 +115,15 @@ class Tab:
     page_scale: float = 1.0
     # execution context id -> (origin, frame id, is the frame's main world)
     contexts: dict[int, tuple[str, str, bool]] = field(default_factory=dict)
+    # The dialogs answered since they were last taken (and how many more, not kept).
+    dialogs: list[tuple[Dialog, DialogAnswer]] = field(default_factory=list)
+    dialogs_not_kept: int = 0
+
+    def take_dialogs(self) -> tuple[list[tuple[Dialog, DialogAnswer]], int]:
+        """The dialogs answered since the last call, and how many more were not kept."""
+        taken = self.dialogs, self.dialogs_not_kept
+        self.dialogs, self.dialogs_not_kept = [], 0
+        return taken
 
     async def eval(self, expression: str, timeout_s: float = LOAD_TIMEOUT_S) -> Any:
         """The value of ``expression`` in the page (a promise is awaited).
@@ -242,12 +259,14 @@ class Tabs:
         self,
         app_url: str,
         record_event: EventRecorder | None,
+        answer_dialog: DialogAnswerer | None,
         frames_on_demand: bool,
         background: Background,
     ) -> None:
         self.app_url = app_url
         self._app_origin = "{0.scheme}://{0.netloc}".format(urlsplit(app_url))
         self.record_event = record_event
+        self.answer_dialog = answer_dialog
         self.frames_on_demand = frames_on_demand
         self._background = background
         self._connection: CdpConnection | None = None
@@ -363,6 +382,7 @@ class Tabs:
         )
         tab.listen()
         cdp.on("Runtime.bindingCalled", lambda p: self._on_binding(tab, p), session_id)
+        cdp.on("Page.javascriptDialogOpening", lambda p: self._on_dialog(tab, p), session_id)
         send = cdp.send
         await asyncio.gather(
             send("Page.enable", session_id=session_id),
@@ -496,4 +516,37 @@ class Tabs:
                 {"expression": expression, "contextId": context_id},
                 session_id=tab.session_id,
             )
+        )
+
+    # -- dialogs -------------------------------------------------------------------------
+
+    def _on_dialog(self, tab: Tab, params: dict[str, Any]) -> None:
+        """A JavaScript dialog opened: the page (and the action that opened it) waits
+        until it is answered, and a headless browser shows none. Answer it now, as the
+        task says (OK without a task, or when the task's answer fails)."""
+        dialog = Dialog(
+            type=str(params.get("type", "")),
+            message=str(params.get("message", "")),
+            default_prompt=str(params.get("defaultPrompt", "")),
+            url=str(params.get("url", "")),
+        )
+        answer = ACCEPT
+        if self.answer_dialog is not None:
+            try:
+                answer = self.answer_dialog(dialog)
+            except Exception:
+                logger.exception("the task's answer to a %s dialog failed; OK", dialog.type)
+        command: dict[str, Any] = {"accept": answer.accept}
+        if dialog.type == "prompt" and answer.accept:
+            text = dialog.default_prompt if answer.prompt_text is None else answer.prompt_text
+            command["promptText"] = text
+            answer = DialogAnswer(accept=True, prompt_text=text)
+        else:
+            answer = DialogAnswer(accept=answer.accept)
+        if len(tab.dialogs) < MAX_DIALOGS_KEPT:
+            tab.dialogs.append((dialog, answer))
+        else:
+            tab.dialogs_not_kept += 1
+        self._background.run(
+            tab.cdp.send("Page.handleJavaScriptDialog", command, session_id=tab.session_id)
         )
