@@ -17,8 +17,8 @@ from key_names import PYAUTOGUI_KEYBOARD_KEYS
 
 from uirl_gym.actions import Action, ActionType, key_sequence
 from uirl_gym.client import InvalidActionError, SessionClient
-from uirl_gym.protocol import SessionInfo
-from uirl_gym.session.app import progress_header, safe_headers
+from uirl_gym.protocol import SessionInfo, encode_json_header
+from uirl_gym.session.app import safe_headers
 
 TIMEOUT_S = 30
 FIELDS = ("first_name", "last_name", "email")
@@ -178,9 +178,9 @@ def test_every_header_built_from_input_can_be_sent() -> None:
     record = {"events": [{"title": "a\x7fb\u00e9\n\t "}]}
     for headers in (
         safe_headers({"X-A": "zz ", "X-B": " x", "X-C": "t\tab\x00\x7f\u00e9\u4f60", "X-D": ""}),
-        {"X-Progress": progress_header(record)},
+        {"X-Progress": encode_json_header(record)},
     ):
         # h11 is what refused the value (and dropped the answer): ask it directly.
         h11.Response(status_code=200, headers=list(headers.items()))
-    assert json.loads(progress_header(record)) == record
+    assert json.loads(encode_json_header(record)) == record
     assert safe_headers({"X-A": "zz "}) == {"X-A": "zz%20"}

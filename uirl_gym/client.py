@@ -41,12 +41,14 @@ from uirl_gym.protocol import (
     ACTION_MS_HEADER,
     ACTION_TIMEOUT_HEADER,
     CAPTURE_MS_HEADER,
+    DIALOGS_HEADER,
     HEIGHT_HEADER,
     PROGRESS_HEADER,
     WIDTH_HEADER,
     Route,
     SessionInfo,
     act_query,
+    decode_dialogs,
     decode_progress,
     token_from_environment,
 )
@@ -206,6 +208,8 @@ class SessionClient:
         # The server's own time (ms) for the last action and its capture (X-Action-Ms,
         # X-Capture-Ms): what of a step's wall time the session spent.
         self.last_server_ms: dict[str, float] = {}
+        # The JavaScript dialogs the last action's page opened, as the task answered them.
+        self.last_dialogs: list[dict[str, Any]] = []
         self._http.headers.update(headers)
 
     def _request(
@@ -342,6 +346,8 @@ class SessionClient:
             for part, header in (("action", ACTION_MS_HEADER), ("capture", CAPTURE_MS_HEADER))
             if header in response.headers
         }
+        dialogs = response.headers.get(DIALOGS_HEADER)
+        self.last_dialogs = decode_dialogs(dialogs) if dialogs else []
         progress_header = response.headers.get(PROGRESS_HEADER)
         progress = decode_progress(progress_header) if progress_header else self.progress()
         screen = (

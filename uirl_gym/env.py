@@ -406,6 +406,9 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         if terminated:
             episode.ended = "terminated"
         info.update(episode.scorer.status(), progress=_task_record(progress))
+        if client.last_dialogs:
+            # A dialog shows in no screenshot: what the page said, and how it was answered.
+            info["dialogs"] = client.last_dialogs
         self.timings = {"act_s": t_act - t0, "step_s": time.perf_counter() - t0}
         return self._obs, reward, terminated, False, info
 

@@ -6,7 +6,8 @@ Everything that crosses the wire between :mod:`uirl_gym.session` (the server) an
 - the routes and the headers (:class:`Route`, the ``*_HEADER`` names);
 - the session: :class:`SessionInfo` (its URL and credentials) and its token;
 - the screenshot formats (:class:`ImageFormat`);
-- the task record's codec (``X-Progress``: :func:`encode_progress`, :func:`decode_progress`);
+- the JSON headers' codec (``X-Progress``, ``X-Dialogs``: :func:`encode_json_header`,
+  :func:`decode_progress`, :func:`decode_dialogs`);
 - ``GET /act``'s query <-> an :class:`~uirl_gym.actions.Action` (:func:`act_query` builds
   it, :func:`parse_act_query` reads it back, the ui-verifiers way: below).
 
@@ -108,6 +109,10 @@ EPISODE_HEADER = "X-Episode"
 CLAMPED_HEADER = "X-Clamped"
 IGNORED_PARAMS_HEADER = "X-Ignored-Params"
 REPLAYED_HEADER = "X-Action-Replayed"
+# The JavaScript dialogs the action's page opened (alert, confirm, prompt, beforeunload)
+# and how the task answered them, as JSON; how many more were not listed.
+DIALOGS_HEADER = "X-Dialogs"
+DIALOGS_NOT_LISTED_HEADER = "X-Dialogs-Not-Listed"
 # A session server's Chromium profile folder in the temp directory:
 # uirl-chromium-<server pid>-*. The local runtime removes those of servers that died.
 PROFILE_PREFIX = "uirl-chromium-"
@@ -161,18 +166,27 @@ class ImageFormat(enum.StrEnum):
 # ---- the task record ----------------------------------------------------------------------
 
 
-def encode_progress(progress: Mapping[str, Any]) -> str:
-    """The record as a header value: JSON in ASCII (DEL, which ``json.dumps`` leaves
-    alone and no header may hold, is escaped too: an agent can type it into a record)."""
-    return json.dumps(progress, separators=(",", ":")).replace("\x7f", "\\u007f")
+def encode_json_header(value: Mapping[str, Any] | list[Any]) -> str:
+    """A record (``X-Progress``) or the dialogs (``X-Dialogs``) as a header value: JSON in
+    ASCII (DEL, which ``json.dumps`` leaves alone and no header may hold, is escaped too:
+    an agent can type it into a record, and a page can put it in a dialog)."""
+    return json.dumps(value, separators=(",", ":")).replace("\x7f", "\\u007f")
 
 
 def decode_progress(value: str) -> dict[str, Any]:
-    """The record from its header value (:func:`encode_progress`)."""
+    """The record from its header value (:func:`encode_json_header`)."""
     record = json.loads(value)
     if not isinstance(record, dict):
         raise ValueError(f"{PROGRESS_HEADER}: expected a JSON object, got {type(record).__name__}")
     return record
+
+
+def decode_dialogs(value: str) -> list[dict[str, Any]]:
+    """The dialogs from their header value: ``[{type, message, accepted, ...}]``."""
+    dialogs = json.loads(value)
+    if not isinstance(dialogs, list):
+        raise ValueError(f"{DIALOGS_HEADER}: expected a JSON list, got {type(dialogs).__name__}")
+    return dialogs
 
 
 # ---- GET /act -----------------------------------------------------------------------------

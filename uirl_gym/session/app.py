@@ -49,6 +49,8 @@ from uirl_gym.protocol import (
     ACTION_TIMEOUT_HEADER,
     CAPTURE_MS_HEADER,
     CLAMPED_HEADER,
+    DIALOGS_HEADER,
+    DIALOGS_NOT_LISTED_HEADER,
     EPISODE_HEADER,
     HEIGHT_HEADER,
     IGNORED_PARAMS_HEADER,
@@ -59,7 +61,7 @@ from uirl_gym.protocol import (
     ActRequest,
     ImageFormat,
     Route,
-    encode_progress,
+    encode_json_header,
     new_session_token,
     parse_act_query,
 )
@@ -67,7 +69,14 @@ from uirl_gym.session.browser.cdp import CdpError
 from uirl_gym.session.browser.chromium import find_browser
 from uirl_gym.session.browser.session import CdpBrowserSession
 from uirl_gym.tasks import make_task, task_spec
-from uirl_gym.tasks.base import BRIDGE_PATH, Task, TaskOptionsError, bridge_script
+from uirl_gym.tasks.base import (
+    BRIDGE_PATH,
+    Dialog,
+    DialogAnswer,
+    Task,
+    TaskOptionsError,
+    bridge_script,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +88,9 @@ ACTION_IDS_REMEMBERED = 10_000
 ACTION_ID_RE = re.compile(r"[A-Za-z0-9._:-]{1,64}")
 # Ignored parameters named in X-Ignored-Params, at most (the rest are counted).
 MAX_NAMED_PARAMS = 20
+# A dialog's message in X-Dialogs, at most (the task gets it whole): with the browser's
+# 10 dialogs per answer, the header stays far below the 64 KB a client reads of a line.
+MAX_DIALOG_MESSAGE_CHARS = 500
 
 MEDIA_TYPES = {
     ImageFormat.PNG: "image/png",
@@ -146,8 +158,10 @@ class SessionState:
             app_url=self.app_url(self.task.name),
             executable_path=find_browser(config.browser, headless=config.headless),
             headless=config.headless,
-            # The task of the episode on the screen records the app's events.
+            # The task of the episode on the screen records the app's events and says
+            # how its dialogs are answered.
             record_event=lambda event: self.task.handle_event(event),
+            answer_dialog=lambda dialog: self.task.answer_dialog(dialog),
         )
         self.lock = asyncio.Lock()
         self.started_at = datetime.now(UTC)
@@ -189,6 +203,7 @@ class SessionState:
         self.screen = screen
         # Action ids are the episode's: one sent again after the reset is a new action.
         self.actions = ActionMemory()
+        self.browser.take_dialogs()  # the last episode's, never answered to an /act
         stuck, self.page_stuck = self.page_stuck, None
         loaded = await self.browser.new_episode(
             episode["app_state"],
@@ -415,7 +430,7 @@ class ActionOutcome:
         if record is not None:
             # The task's record after the action, so that a client computing rewards
             # needs no second round trip (same JSON as GET /progress, token rule too).
-            headers[PROGRESS_HEADER] = encode_progress(record)
+            headers[PROGRESS_HEADER] = encode_json_header(record)
         if replayed:
             headers[REPLAYED_HEADER] = "true"
         return Response(
@@ -589,6 +604,11 @@ async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
         if len(parsed.ignored) > MAX_NAMED_PARAMS:
             named.append(f"and {len(parsed.ignored) - MAX_NAMED_PARAMS} more")
         headers[IGNORED_PARAMS_HEADER] = ", ".join(named)
+    dialogs, not_kept = state.browser.take_dialogs()
+    if dialogs:
+        headers[DIALOGS_HEADER] = dialogs_header(dialogs)
+    if not_kept:
+        headers[DIALOGS_NOT_LISTED_HEADER] = str(not_kept)
     return ActionOutcome(
         200,
         image,
@@ -605,6 +625,24 @@ def _header_safe(name: str) -> str:
     # after the action ran, for a value like "zz "), and two names cannot run together.
     safe = quote(name, safe="")
     return safe if len(safe) <= 40 else safe[:37] + "..."
+
+
+def dialogs_header(dialogs: list[tuple[Dialog, DialogAnswer]]) -> str:
+    """The dialogs the page opened, as answered: what the agent, which sees none in the
+    screenshot, is told the page showed (``X-Dialogs``; docs/protocol.md)."""
+    shown = []
+    for dialog, answer in dialogs:
+        entry: dict[str, Any] = {
+            "type": dialog.type,
+            "message": dialog.message[:MAX_DIALOG_MESSAGE_CHARS],
+        }
+        if dialog.type == "prompt":
+            entry["default_prompt"] = dialog.default_prompt[:MAX_DIALOG_MESSAGE_CHARS]
+        entry["accepted"] = answer.accept
+        if answer.prompt_text is not None:
+            entry["prompt_text"] = answer.prompt_text[:MAX_DIALOG_MESSAGE_CHARS]
+        shown.append(entry)
+    return encode_json_header(shown)
 
 
 # RFC 9110 field-value, as h11 checks it, in ASCII: visible characters, spaces inside.

@@ -29,6 +29,40 @@ class TaskOptionsError(ValueError):
 
 
 @dataclass(frozen=True)
+class Dialog:
+    """A JavaScript dialog the app's page opened, as the page showed it.
+
+    Attributes:
+        type: ``alert``, ``confirm``, ``prompt`` or ``beforeunload`` (the page asked
+            before it is left).
+        message: its text (a ``beforeunload`` prompt's is the browser's own: pages
+            cannot set it).
+        default_prompt: a ``prompt``'s default answer (its text field's first value).
+        url: the page that opened it.
+    """
+
+    type: str
+    message: str
+    default_prompt: str = ""
+    url: str = ""
+
+
+@dataclass(frozen=True)
+class DialogAnswer:
+    """How a dialog is closed: OK (``accept``: ``confirm`` returns true, ``prompt``
+    returns ``prompt_text``, a page being left goes) or Cancel (``confirm`` returns
+    false, ``prompt`` null, the page stays). ``prompt_text`` None: the prompt's
+    default answer."""
+
+    accept: bool
+    prompt_text: str | None = None
+
+
+ACCEPT = DialogAnswer(accept=True)
+DISMISS = DialogAnswer(accept=False)
+
+
+@dataclass(frozen=True)
 class TaskSpec:
     """What the server and the env need to know about a task: a task package exports
     one as ``TASK_SPEC`` (a task family: a function returning a list of them), and the
@@ -127,6 +161,17 @@ class Task(abc.ABC):
         (its ``uirl.onLoad`` handler's value, JSON; null for most apps). Returns the episode's instruction: ``instruction``
         (what :meth:`reset` gave) unless the page writes its own (MiniWoB++)."""
         return instruction
+
+    def answer_dialog(self, dialog: Dialog) -> DialogAnswer:
+        """How a JavaScript dialog the app opened is answered (``alert``, ``confirm``,
+        ``prompt``, a ``beforeunload`` prompt): the page is frozen until it is, and a
+        headless browser shows none, so the server answers each at once, as this says.
+        ``dialog`` is what the page showed; a task that scores it keeps it in its record.
+
+        Default: :data:`ACCEPT` (OK, as the agent that clicked meant): ``confirm``
+        returns true, ``prompt`` its default answer, a page being left goes.
+        """
+        return ACCEPT
 
     @abc.abstractmethod
     def handle_event(self, event: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,2 +1,3 @@
-"""Chromium over the DevTools protocol: launch (``cdp``, ``chromium``), key tables
-(``keys``), and the browser session a session server drives (``session``)."""
+"""Chromium over the DevTools protocol: launch (``cdp``, ``chromium``), the tabs
+(``tabs``), input (``input``, with ``keys``' US layout), frames and screenshots
+(``capture``), and the browser session a session server drives (``session``)."""

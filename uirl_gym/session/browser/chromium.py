@@ -1,4 +1,5 @@
-"""Which Chromium a session launches, and the image formats it captures.
+"""Which Chromium a session launches, with which switches, and the image formats it
+captures.
 
 A headless session prefers a **headless shell** (``chromium-headless-shell``: Debian's
 package, or Playwright's ``chromium-headless-shell`` download): the old headless
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import glob
 import os
+import shlex
 import shutil
 from pathlib import Path
 
@@ -82,6 +84,74 @@ def find_browser(explicit: str | None = None, *, headless: bool = True) -> str:
 def is_headless_shell(path: str) -> bool:
     name = Path(path).name
     return "headless" in name
+
+
+# Renderer flags for a static page: no smooth scrolling (a wheel scroll lands at once),
+# no GPU (software compositing, as before), hinting off (the same glyphs everywhere), and
+# no partial raster: a tile is redrawn whole, so a page drawn again in place (a MiniWoB++
+# episode restarted in its page) has the same anti-aliased edges as a fresh one
+# (partial raster left rounded corners 1-16 pixels different).
+CHROMIUM_ARGS = (
+    "--disable-gpu",
+    "--font-render-hinting=none",
+    "--disable-smooth-scrolling",
+    "--disable-partial-raster",
+    # Fewer processes per session (measured with 4 sessions: ~-24 MB PSS each): the GPU
+    # (software compositing) and network services run in the browser process, and no
+    # zygote forks the renderers (the sandbox is off anyway: cdp.py). And no SwiftShader
+    # loaded for a GPU that is off anyway (-10 MB each; compositing stays software).
+    "--in-process-gpu",
+    "--no-zygote",
+    "--enable-features=NetworkServiceInProcess2",
+    "--disable-software-rasterizer",
+)
+# More Chromium switches, for experiments (space-separated, shell quoting).
+EXTRA_ARGS_ENV_VAR = "UIRL_CHROMIUM_EXTRA_ARGS"
+# Frames on demand (see the docstring of :mod:`uirl_gym.session.browser.capture`).
+# Without RasterInducingScroll: a scroller the compositor scrolls without a layer of its
+# own (a textarea's scrollbar pressed at pinch zoom 3) is redrawn by an impl-side
+# invalidation, and when that and a commit from
+# the page land in the same frame, Chromium 156's scheduler, waiting for every stage
+# before it draws, waits for the new tree's activation, which waits for the draw: the
+# frame is never answered (traced: ``has_pending_tree`` and
+# ``active_tree_needs_first_draw``, deadline blocked). The page then scrolls as before
+# that feature: its main thread repaints the scroller.
+#
+# And no image animation (a GIF, APNG or WebP shows its first frame): the compositor
+# advances an animated image by the same impl-side invalidation, and one due in the
+# frame that also commits a change from the page (text typed while a spinner turns:
+# MiniWoB's flight.AA) ends in the same stall (traced: ``ImageAnimationController``
+# asked for the frame; ``has_pending_tree``, ``active_tree_needs_first_draw``, deadline
+# blocked). Chromium's own switches for frame control (``--disable-threaded-animation``,
+# ``--disable-checker-imaging``, ``--disable-image-animation-resync``) did not prevent
+# it. A still image is also what a screenshot can show the same way every time.
+FRAME_CONTROL_ARGS = (
+    "--enable-begin-frame-control",
+    "--run-all-compositor-stages-before-draw",
+    "--disable-features=RasterInducingScroll",
+    "--blink-settings=imageAnimationPolicy=2",  # Blink's kImageAnimationPolicyNoAnimation
+)
+# "0" draws at 60 Hz with the headless shell too (for comparisons and odd apps).
+FRAME_CONTROL_ENV_VAR = "UIRL_FRAMES_ON_DEMAND"
+
+
+def draws_frames_on_demand(executable_path: str, headless: bool) -> bool:
+    """Whether a session on this Chromium draws frames only when asked (the headless
+    shell, shown nowhere, unless ``$UIRL_FRAMES_ON_DEMAND`` is "0"); a full Chromium has
+    no such mode."""
+    return (
+        is_headless_shell(executable_path)
+        and headless
+        and os.environ.get(FRAME_CONTROL_ENV_VAR, "1") != "0"
+    )
+
+
+def session_args(frames_on_demand: bool) -> list[str]:
+    """The switches a session's Chromium is launched with (besides ``cdp.BASE_SWITCHES``):
+    ours, the frame-control ones, then ``$UIRL_CHROMIUM_EXTRA_ARGS``."""
+    extra = shlex.split(os.environ.get(EXTRA_ARGS_ENV_VAR, ""))
+    frame_args = FRAME_CONTROL_ARGS if frames_on_demand else ()
+    return [*CHROMIUM_ARGS, *frame_args, *extra]
 
 
 def _on_path(names: tuple[str, ...]) -> str | None:
