@@ -19,6 +19,7 @@ keys that are no key name. ``finish`` is refused: it ends an episode in the env
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -42,6 +43,8 @@ MAX_DELAY_S = 10.0
 # Longer than the action space's 512: upstream types whatever fits in a URL. Bounded so
 # that one request cannot hold the session for minutes (~2-5 ms per character).
 MAX_TYPED_TEXT = 8192
+# An integer parameter: every one is clamped into its range, so negatives are fine.
+_INTEGER = re.compile(r"-?[0-9]+")
 # Actions a session performs (``finish`` is the env's, see the module docstring).
 SESSION_ACTIONS = tuple(t for t in ActionType if t is not ActionType.FINISH)
 # The fields each action type reads; anything else it is given is ignored. A pointer
@@ -155,17 +158,23 @@ def _given(query: Mapping[str, str], name: str) -> bool:
 
 
 def _int(query: Mapping[str, str], name: str) -> int:
+    # ASCII digits only: Python's int() also takes " 5", "+5", "5_0" and other scripts'
+    # digits ("٣"), which no client means as a coordinate.
     raw = query[name]
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}: must be an integer, got {raw[:40]!r}") from None
+    if not _INTEGER.fullmatch(raw):
+        raise ValueError(
+            f"{name}: must be an integer (ASCII digits, an optional leading '-'), got {raw[:40]!r}"
+        )
+    return int(raw)
 
 
 def _float(query: Mapping[str, str], name: str, default: float) -> float:
     raw = query.get(name)
     if raw is None or raw == "":
         return default
+    # ASCII and nothing around it, as an integer (float() takes " 5" and "٣" too).
+    if not raw.isascii() or raw != raw.strip():
+        raise ValueError(f"{name}: must be a number, got {raw[:40]!r}")
     try:
         value = float(raw)
     except ValueError:
