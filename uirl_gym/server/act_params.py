@@ -29,6 +29,7 @@ from uirl_gym.actions import (
     DEFAULT_ACTION_TIMEOUT_S,
     DEFAULT_SCREEN,
     MAX_ACTION_TIMEOUT_S,
+    MAX_KEYS_LENGTH,
     MAX_SCROLL_AMOUNT,
     MIN_ACTION_TIMEOUT_S,
     POINTER_ACTIONS,
@@ -43,6 +44,11 @@ MAX_DELAY_S = 10.0
 # Longer than the action space's 512: upstream types whatever fits in a URL. Bounded so
 # that one request cannot hold the session for minutes (~2-5 ms per character).
 MAX_TYPED_TEXT = 8192
+# The longest query string GET /act needs: the longest text and keys with every character
+# percent-encoded UTF-8 (up to 12 bytes: "%F0%9F%98%80"), and 4 KiB for the other
+# parameters, whose values are short. The routing proxy's and the servers' limits on a
+# request derive from it (guards.MAX_TARGET_BYTES), so that none refuses what this allows.
+MAX_ACT_QUERY_BYTES = (MAX_TYPED_TEXT + MAX_KEYS_LENGTH) * 12 + 4096
 # An integer parameter: every one is clamped into its range, so negatives are fine.
 _INTEGER = re.compile(r"-?[0-9]+")
 # Actions a session performs (``finish`` is the env's, see the module docstring).
