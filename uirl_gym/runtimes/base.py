@@ -13,7 +13,7 @@ import secrets
 import signal
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -128,9 +128,20 @@ class Runtime(Protocol):
 
 
 def server_command(
-    *, session_id: str, task: str, host: str, port: int, python: str = "python"
+    *,
+    session_id: str,
+    task: str,
+    host: str,
+    port: int,
+    python: str = "python",
+    allowed_hosts: Sequence[str] = (),
 ) -> list[str]:
-    """The session server's command line: the same for every runtime (a pod runs it too)."""
+    """The session server's command line: the same for every runtime (a pod runs it too).
+
+    ``allowed_hosts``: names clients reach the server by besides the loopback ones (a
+    pod's IP), its ``--allowed-hosts``.
+    """
+    extra = ["--allowed-hosts", ",".join(allowed_hosts)] if allowed_hosts else []
     return [
         python,
         "-m",
@@ -145,6 +156,7 @@ def server_command(
         task,
         "--log-level",
         "warning",
+        *extra,
     ]
 
 
