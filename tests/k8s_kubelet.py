@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -92,12 +93,26 @@ class Kubelet(threading.Thread):
             {"type": "Ready", "status": value, "lastTransitionTime": now()},
         ]
 
+    def _env(self) -> dict[str, str]:
+        """The container's own variables: values, and the pod's IP from the downward API."""
+        env = {}
+        for item in self.spec["containers"][0].get("env") or []:
+            field = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+            env[item["name"]] = self.ip if field == "status.podIP" else item.get("value", "")
+        return env
+
     def _argv(self) -> list[str]:
         container = self.spec["containers"][0]
         argv = [*container.get("command", []), *container.get("args", [])]
         if argv and argv[0] == "python":
             argv[0] = sys.executable
         argv = [self.ip if arg == "0.0.0.0" else arg for arg in argv]
+        # $(NAME) in the command is the container's variable, as a kubelet expands it.
+        env = self._env()
+        argv = [
+            re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", lambda m: env.get(m[1], m[0]), arg)
+            for arg in argv
+        ]
         if "uirl_gym.session" in argv:
             argv += ["--parent-pid", str(os.getpid())]
         return argv
@@ -118,8 +133,7 @@ class Kubelet(threading.Thread):
             waiting = {"reason": "ErrImagePull", "message": "pull access denied (stand-in)"}
             self._set({"containerStatuses": [self._container_status({"waiting": waiting}, False)]})
             return
-        env = dict(os.environ)
-        env.update({e["name"]: e.get("value", "") for e in container.get("env") or []})
+        env = {**os.environ, **self._env()}
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
                 self._argv(),

@@ -55,6 +55,7 @@ from urllib.parse import parse_qs, urlsplit
 import uvicorn
 from k8s_kubelet import STOP_GRACE_S, Kubelet, now, stop_process
 
+from uirl_gym.guards import uvicorn_config
 from uirl_gym.runtimes.local import descendant_pids
 
 POD_PATH = re.compile(r"^/api/v1/namespaces/(?P<ns>[a-z0-9-]+)/pods(?:/(?P<name>[^/]+))?$")
@@ -469,7 +470,8 @@ def serve_app(app: Any, port: int = 0) -> Iterator[str]:
     # waited ~40 ms for a delayed ACK (44 ms per proxied request, 1 ms with it).
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", port))
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    # The servers' own settings (their request limits and refusals), as in production.
+    server = uvicorn.Server(uvicorn_config(app, log_level="warning", access_log=False))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:

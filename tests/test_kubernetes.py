@@ -30,7 +30,8 @@ from k8s_standin import PodStandIn, serve_app  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.client import SessionClient  # noqa: E402
 from uirl_gym.env import UIEnv  # noqa: E402
-from uirl_gym.protocol import TOKEN_ENV_VAR, TOKEN_HEADER
+from uirl_gym.guards import MAX_TARGET_BYTES  # noqa: E402
+from uirl_gym.protocol import MAX_TYPED_TEXT, TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.runtimes.base import RuntimeClosedError, SessionStartError
 from uirl_gym.runtimes.kubernetes import KubernetesRuntime, KubernetesRuntimeConfig  # noqa: E402
 from uirl_gym.runtimes.kubernetes.api import (  # noqa: E402
@@ -42,7 +43,12 @@ from uirl_gym.runtimes.kubernetes.api import (  # noqa: E402
     PodApi,
     load_api_client,
 )
-from uirl_gym.runtimes.kubernetes.pods import build_pod_manifest, cleanup_orphans, load_template  # noqa: E402
+from uirl_gym.runtimes.kubernetes.pods import (  # noqa: E402
+    POD_IP_ENV_VAR,
+    build_pod_manifest,
+    cleanup_orphans,
+    load_template,
+)
 from uirl_gym.runtimes.kubernetes.proxy import ProxyConfig, create_proxy_app  # noqa: E402
 
 pytestmark = pytest.mark.k8s
@@ -201,13 +207,18 @@ def test_built_pod_manifest() -> None:
     assert container["command"][3:] == [
         "--host", "0.0.0.0", "--port", "8123", "--session-id", "abc123",
         "--task", "simple_data_entry", "--log-level", "warning",
+        # Requests name the pod's IP (the proxy's, direct ones, probes), not a loopback name.
+        "--allowed-hosts", f"$({POD_IP_ENV_VAR})",
     ]  # fmt: skip
     assert container["ports"][0] == {"name": "http", "containerPort": 8123, "protocol": "TCP"}
     assert container["readinessProbe"]["httpGet"] == {"path": "/", "port": "http"}
     assert container["resources"]["limits"] == {"cpu": "2"}
     assert container["resources"]["requests"] == {"cpu": "250m", "memory": "384Mi"}
     # The session token goes in the environment, never the command line.
-    assert container["env"] == [{"name": TOKEN_ENV_VAR, "value": "t0k3n"}]
+    assert container["env"] == [
+        {"name": POD_IP_ENV_VAR, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+        {"name": TOKEN_ENV_VAR, "value": "t0k3n"},
+    ]
     assert "t0k3n" not in container["command"]
 
 
@@ -322,11 +333,12 @@ def test_proxy_answers_400_to_encoded_ids_and_huge_paths(
         "/proxy/%65cho1/",  # "echo1", percent-encoded
         "/proxy/echo1%2Fx/",  # an encoded slash in the id
         "/proxy/ech%C3%A9/",
-        "/proxy/echo1/" + "a" * 100_000,
-        "/proxy/echo1/act?text=" + "b" * 100_000,
+        "/proxy/echo1/" + "a" * MAX_TARGET_BYTES,
+        "/proxy/echo1/act?text=" + "b" * MAX_TARGET_BYTES,
     ):
         status, body = raw_get(url, path)
         assert status == 400, (path[:40], status, body[:200])
+        assert json.loads(body)["detail"]
     # The encoding of the rest of the path reaches the pod exactly as sent.
     status, body = raw_get(url, "/proxy/echo1/a%2Fb?q=%C3%A9")
     assert status == 200 and json.loads(body)["path"] == "/a%2Fb?q=%C3%A9"
@@ -465,6 +477,19 @@ def test_warm_pool_end_to_end_through_the_proxy(
         bad = requests.get(f"{session.base_url}/act", params={"action_type": "fly"}, timeout=10)
         assert bad.status_code == 400 and "action_type" in bad.json()["detail"]
         assert bad.headers["content-type"] == "application/json"
+        check_long_texts_pass(session.base_url)
+        # The pod answers requests addressed to its IP (its --allowed-hosts, expanded from
+        # the downward API), and refuses, through the proxy too, what a web page sends.
+        pod = api.read(leased_pod)
+        assert pod is not None and pod.ip
+        process = standin.kubelet_process(NS, leased_pod)
+        assert process is not None
+        argv = Path(f"/proc/{process.pid}/cmdline").read_bytes()
+        assert b"\0--allowed-hosts\0" + pod.ip.encode() + b"\0" in argv
+        page = {"Sec-Fetch-Site": "cross-site"}
+        shot = f"{session.base_url}/act?action_type=screenshot"
+        refused = requests.get(shot, headers=page, timeout=10)
+        assert refused.status_code == 403 and "Sec-Fetch-Site" in refused.json()["detail"]
 
         # The pool refills behind the lease.
         runtime.wait_pool_ready(timeout_s=60)
@@ -493,6 +518,19 @@ def test_warm_pool_end_to_end_through_the_proxy(
     assert_all_gone(standin)
 
 
+def check_long_texts_pass(base_url: str) -> None:
+    """The longest texts the protocol allows pass the proxy (its limit was 64 KiB, under
+    8192 characters of up to 12 bytes each, percent-encoded): the session answers. A
+    screenshot ignores its text, so nothing is typed for seconds."""
+    for character in ("\u6f22", "\U0001f600"):  # 9 and 12 bytes percent-encoded
+        text = character * MAX_TYPED_TEXT
+        answer = requests.get(
+            f"{base_url}/act", params={"action_type": "screenshot", "text": text}, timeout=60
+        )
+        assert answer.status_code == 200, answer.text[:300]
+        assert answer.headers["X-Ignored-Params"] == "text"
+
+
 def test_tokens_through_a_proxy_that_wants_one(standin: PodStandIn, api: PodApi) -> None:
     """The runtime makes a per-pod session token and sends the proxy's bearer token."""
     app = create_proxy_app(ProxyConfig(token="proxy-secret"), api)
@@ -503,7 +541,7 @@ def test_tokens_through_a_proxy_that_wants_one(standin: PodStandIn, api: PodApi)
             (manifest,) = [
                 p for p in standin.pods(NS) if p["metadata"]["name"].endswith(session.session_id)
             ]
-            env = {e["name"]: e["value"] for e in manifest["spec"]["containers"][0]["env"]}
+            env = {e["name"]: e.get("value") for e in manifest["spec"]["containers"][0]["env"]}
             assert env[TOKEN_ENV_VAR] == session.headers[TOKEN_HEADER]
             assert TOKEN_ENV_VAR not in " ".join(manifest["spec"]["containers"][0]["command"])
             client = SessionClient(session)

@@ -48,6 +48,7 @@ from uirl_agents.trajectories import EPISODES_FILE, Episode, TrajectoryWriter
 from uirl_agents.view import write_viewer
 from uirl_gym.actions import Action, to_action
 from uirl_gym.env import UIEnv
+from uirl_gym.guards import LOOPBACK_HOSTS, CallerPolicy, host_names
 from uirl_gym.tasks import TASKS
 
 logger = logging.getLogger(__name__)
@@ -56,8 +57,6 @@ AGENT_NAME = "human"
 # The only sub-env the recorder's prompt contexts ever hold.
 ENV_INDEX = 0
 MAX_REQUEST_BYTES = 64 * 1024
-# The names the page is served under unless more are allowed (``--allow-host``).
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 @dataclass
@@ -411,7 +410,7 @@ class RecorderHandler(BaseHTTPRequestHandler):
         127.0.0.1 (DNS rebinding) sends a matching ``Host`` and ``Origin``, so the
         ``Host`` must be one of this server's names (loopback ones unless told others).
         """
-        refusal = self.server.refusal(
+        refusal = self.server.policy.refusal(
             self.headers.get("Host"),
             self.headers.get("Origin"),
             self.headers.get("Sec-Fetch-Site"),
@@ -495,6 +494,7 @@ class RecorderServer(ThreadingHTTPServer):
         recorder: the recorder served (set by :meth:`start`).
         done: set once the answer to the request that finished the recording is sent.
         url: the page's address.
+        policy: who may call (``Host`` one of its names and this port, its own page).
     """
 
     daemon_threads = True
@@ -505,45 +505,17 @@ class RecorderServer(ThreadingHTTPServer):
         self.done = threading.Event()
         self._thread: threading.Thread | None = None
         bound = str(self.server_address[0])
-        names = {*LOOPBACK_HOSTS, *(h.lower() for h in allowed_hosts)}
+        names = [*LOOPBACK_HOSTS, *allowed_hosts]
         if bound not in ("0.0.0.0", "::", ""):
             # The address it listens on, as an IP literal: no name to rebind.
-            names.add(f"[{bound}]" if ":" in bound else bound)
-        self.allowed_hosts = frozenset(names)
-
-    def refusal(
-        self,
-        host: str | None,
-        origin: str | None,
-        fetch_site: str | None,
-        *,
-        navigation: bool = False,
-    ) -> str | None:
-        """Why a request with these headers is refused; None when it is the page's own.
-
-        ``Host`` must name this server (one of :attr:`allowed_hosts`, this port);
-        ``Origin``, when sent, must be that same address; ``Sec-Fetch-Site``, when sent,
-        must be ``same-origin`` or ``none`` (the person typed the address), except for
-        ``navigation``: the page itself opened in a tab from a link (it holds no data,
-        and another site cannot read it or, ``X-Frame-Options``, frame it).
-        """
-        port = self.server_address[1]
-        name, given_port = _split_host(host or "")
-        # A browser leaves the port out of Host only when it is the scheme's default.
-        ports = {str(port), ""} if port == 80 else {str(port)}
-        if name not in self.allowed_hosts or given_port not in ports:
-            return (
-                f"Host {host!r} is not this recorder's address (http://127.0.0.1:{port}/ "
-                "or localhost); to open the page under another name, start the recorder "
-                "with --allow-host NAME"
-            )
-        own = {f"http://{name}:{port}", *([f"http://{name}"] if port == 80 else [])}
-        if origin is not None and origin.lower() not in own:
-            return f"cross-origin request refused (Origin {origin[:80]!r})"
-        same = ("same-origin", "none")
-        if fetch_site is not None and fetch_site not in same and not navigation:
-            return f"cross-site request refused (Sec-Fetch-Site: {fetch_site[:40]})"
-        return None
+            names.append(bound)
+        # Its own page only: no other origin may call it (the page is the only client).
+        self.policy = CallerPolicy(
+            hosts=host_names(names),
+            port=self.server_address[1],
+            allow_host="start the recorder with --allow-host NAME",
+            allow_origin=None,
+        )
 
     @property
     def url(self) -> str:
@@ -563,16 +535,6 @@ class RecorderServer(ThreadingHTTPServer):
             self._thread.join()
             self._thread = None
         self.server_close()
-
-
-def _split_host(host: str) -> tuple[str, str]:
-    """``Host`` as (lowercase name, port or ""); an IPv6 name keeps its brackets."""
-    host = host.strip().lower()
-    if host.startswith("["):
-        name, _, rest = host.partition("]")
-        return name + "]", rest.removeprefix(":")
-    name, colon, port = host.rpartition(":")
-    return (name, port) if colon else (host, "")
 
 
 def record(

@@ -37,6 +37,7 @@ import enum
 import json
 import math
 import os
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ from uirl_gym.actions import (
     DEFAULT_ACTION_TIMEOUT_S,
     DEFAULT_SCREEN,
     MAX_ACTION_TIMEOUT_S,
+    MAX_KEYS_LENGTH,
     MAX_SCROLL_AMOUNT,
     MIN_ACTION_TIMEOUT_S,
     POINTER_ACTIONS,
@@ -208,6 +210,13 @@ MAX_DELAY_S = 10.0
 # Longer than the action space's 512: upstream types whatever fits in a URL. Bounded so
 # that one request cannot hold the session for minutes (~2-5 ms per character).
 MAX_TYPED_TEXT = 8192
+# The longest query string GET /act needs: the longest text and keys with every character
+# percent-encoded UTF-8 (up to 12 bytes: "%F0%9F%98%80"), and 4 KiB for the other
+# parameters, whose values are short. The routing proxy's and the servers' limits on a
+# request derive from it (guards.MAX_TARGET_BYTES), so that none refuses what this allows.
+MAX_ACT_QUERY_BYTES = (MAX_TYPED_TEXT + MAX_KEYS_LENGTH) * 12 + 4096
+# An integer parameter: every one is clamped into its range, so negatives are fine.
+_INTEGER = re.compile(r"-?[0-9]+")
 # Actions a session performs (``finish`` is the env's, see the module docstring).
 SESSION_ACTIONS = tuple(t for t in ActionType if t is not ActionType.FINISH)
 # The fields each action type reads; anything else it is given is ignored. A pointer
@@ -321,17 +330,23 @@ def _given(query: Mapping[str, str], name: str) -> bool:
 
 
 def _int(query: Mapping[str, str], name: str) -> int:
+    # ASCII digits only: Python's int() also takes " 5", "+5", "5_0" and other scripts'
+    # digits ("٣"), which no client means as a coordinate.
     raw = query[name]
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{name}: must be an integer, got {raw[:40]!r}") from None
+    if not _INTEGER.fullmatch(raw):
+        raise ValueError(
+            f"{name}: must be an integer (ASCII digits, an optional leading '-'), got {raw[:40]!r}"
+        )
+    return int(raw)
 
 
 def _float(query: Mapping[str, str], name: str, default: float) -> float:
     raw = query.get(name)
     if raw is None or raw == "":
         return default
+    # ASCII and nothing around it, as an integer (float() takes " 5" and "٣" too).
+    if not raw.isascii() or raw != raw.strip():
+        raise ValueError(f"{name}: must be a number, got {raw[:40]!r}")
     try:
         value = float(raw)
     except ValueError:

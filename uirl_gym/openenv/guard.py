@@ -7,10 +7,11 @@ route, HTTP and WebSocket:
   ``127.0.0.1``, ``localhost``, ``::1``), so that a web page cannot reach the server
   through a DNS name it rebinds to 127.0.0.1. 403 otherwise (a WebSocket is refused
   before it is accepted).
-- **Origin**: a request from a browser page (it sends ``Origin``) must come from the
-  server's own origin or an allowed one: a page on ``http://evil.example`` opening
-  ``/ws`` (browsers do not apply CORS to WebSockets) or posting ``text/plain`` to
-  ``/mcp`` started browsers and held sessions. Non-browser clients send no ``Origin``.
+- **Origin**: a request from a browser page (it sends ``Origin`` or ``Sec-Fetch-Site``)
+  must come from the server's own origin or an allowed one: a page on
+  ``http://evil.example`` opening ``/ws`` (browsers do not apply CORS to WebSockets) or
+  posting ``text/plain`` to ``/mcp`` started browsers and held sessions. Non-browser
+  clients send neither. The check is the session server's (``guards.CallerPolicy``).
 - **Sessions are WebSocket sessions**: OpenEnv's ``/mcp`` session methods
   (``openenv/session/create``, ``openenv/session/close``) and attaching ``/ws`` to a
   session by id are refused (uirl has no MCP tools, and they let a client hold a slot
@@ -40,12 +41,18 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs
 
 from openenv.core.env_server.mcp_types import JsonRpcErrorCode, JsonRpcResponse
 from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
 
-from uirl_gym.guards import send_json
+from uirl_gym.guards import (
+    LOOPBACK_HOSTS,
+    CallerPolicy,
+    host_names,
+    request_headers,
+    send_json,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -55,9 +62,6 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
-# Any host, any origin (a deployment behind its own access control).
-ANY = "*"
 # A uirl message nests 3-4 levels; deeper is refused before anyone parses it further.
 MAX_JSON_DEPTH = 32
 # A request body /mcp is read into memory for (the session methods check), at most.
@@ -88,8 +92,14 @@ class OpenEnvGuard:
         start_timeout_s: float = 60.0,
     ) -> None:
         self.app = app
-        self.allowed_hosts = {h.lower().strip("[]") for h in allowed_hosts}
-        self.allowed_origins = {o.lower().rstrip("/") for o in allowed_origins}
+        self.policy = CallerPolicy(
+            hosts=host_names(allowed_hosts),
+            origins=frozenset(allowed_origins),
+            allow_host="start the server with --allowed-hosts NAME (or "
+            "$UIRL_OPENENV_ALLOWED_HOSTS)",
+            allow_origin="start the server with --allowed-origins ORIGIN (or "
+            "$UIRL_OPENENV_ALLOWED_ORIGINS)",
+        )
         self.start_timeout_s = start_timeout_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -115,26 +125,10 @@ class OpenEnvGuard:
     # -- who ---------------------------------------------------------------------------
 
     def _refusal(self, scope: Scope) -> str | None:
-        headers = _headers(scope)
-        host = headers.get("host", "")
-        hostname = (urlsplit(f"//{host}").hostname or "").lower()
-        if ANY not in self.allowed_hosts and hostname not in self.allowed_hosts:
-            return (
-                f"Host {host!r} is not allowed (allowed: {', '.join(sorted(self.allowed_hosts))}; "
-                "a server for other machines sets --allowed-hosts)"
-            )
-        origin = headers.get("origin")
-        if origin is None or ANY in self.allowed_origins:
-            return None
-        origin = origin.lower().rstrip("/")
-        parts = urlsplit(origin)
-        same_origin = parts.scheme in ("http", "https") and parts.netloc == host.lower()
-        if not same_origin and origin not in self.allowed_origins:
-            return (
-                f"Origin {origin!r} is not allowed (only the server's own page, or "
-                "--allowed-origins)"
-            )
-        return None
+        headers = request_headers(scope)
+        return self.policy.refusal(
+            headers.get("host"), headers.get("origin"), headers.get("sec-fetch-site")
+        )
 
     def _websocket_refusal(self, scope: Scope) -> str | None:
         if scope.get("path") != "/ws":
@@ -374,10 +368,6 @@ def _ws_error(message: str) -> str:
     return WSErrorResponse(
         data={"message": message, "code": WSErrorCode.INVALID_JSON}
     ).model_dump_json()
-
-
-def _headers(scope: Scope) -> dict[str, str]:
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
 
 
 async def _refuse(scope: Scope, send: Send, reason: str) -> None:

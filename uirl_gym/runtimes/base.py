@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from uirl_gym.protocol import SessionInfo
@@ -52,9 +53,20 @@ class Runtime(Protocol):
 
 
 def server_command(
-    *, session_id: str, task: str, host: str, port: int, python: str = "python"
+    *,
+    session_id: str,
+    task: str,
+    host: str,
+    port: int,
+    python: str = "python",
+    allowed_hosts: Sequence[str] = (),
 ) -> list[str]:
-    """The session server's command line: the same for every runtime (a pod runs it too)."""
+    """The session server's command line: the same for every runtime (a pod runs it too).
+
+    ``allowed_hosts``: names clients reach the server by besides the loopback ones (a
+    pod's IP), its ``--allowed-hosts``.
+    """
+    extra = ["--allowed-hosts", ",".join(allowed_hosts)] if allowed_hosts else []
     return [
         python,
         "-m",
@@ -69,6 +81,7 @@ def server_command(
         task,
         "--log-level",
         "warning",
+        *extra,
     ]
 
 

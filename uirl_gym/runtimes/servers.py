@@ -151,15 +151,19 @@ def check_servers(urls: Sequence[str], *, token: str | None = None, wait_s: floa
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                status = requests.get(url + Route.STATUS, timeout=CHECK_TIMEOUT_S).status_code
+                reply = requests.get(url + Route.STATUS, timeout=CHECK_TIMEOUT_S)
             except requests.RequestException as exc:
                 raise ValueError(
                     f"session server {url} is not reachable ({type(exc).__name__}: {exc}). Fix: "
                     f"start it (UIRL_SESSION_TOKEN=... python -m uirl_gym.session --host 0.0.0.0 "
                     f"--port PORT) or correct its URL in env.servers"
                 ) from None
+            status = reply.status_code
             if status == 200:
                 break
+            if status == 403:
+                # The server's reason: a name it does not answer to (--allowed-hosts).
+                raise ValueError(f"session server {url} refuses GET /: {_detail(reply)}")
             if status != 503 or time.monotonic() > deadline:
                 raise ValueError(
                     f"session server {url} answers GET / with HTTP {status}, not 200: is it a "
@@ -175,3 +179,11 @@ def check_servers(urls: Sequence[str], *, token: str | None = None, wait_s: floa
                 f"the servers with {TOKEN_ENV_VAR}=<token> in their environment and set the same "
                 f"{TOKEN_ENV_VAR} here"
             )
+
+
+def _detail(reply: requests.Response) -> str:
+    """A refusal's ``detail`` (its text when it is not the protocol's JSON)."""
+    try:
+        return str(reply.json()["detail"])
+    except (ValueError, KeyError, TypeError):
+        return reply.text[:200]

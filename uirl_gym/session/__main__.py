@@ -20,6 +20,7 @@ import time
 import uvicorn
 
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S
+from uirl_gym.guards import uvicorn_config
 from uirl_gym.protocol import DEFAULT_KEEP_ALIVE_S, TOKEN_ENV_VAR, TOKEN_HEADER
 from uirl_gym.session.app import ServerConfig, create_app
 from uirl_gym.session.browser.chromium import BrowserNotFoundError
@@ -55,6 +56,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--docs", action="store_true", help="serve /docs and /openapi.json")
     p.add_argument(
+        "--allowed-hosts",
+        default="",
+        help="comma-separated names clients address the server by (the Host header) "
+        "besides 127.0.0.1, localhost, ::1 and --host ('*': any); other names are refused "
+        "(403: DNS rebinding). The Kubernetes runtime sets its pods' IP",
+    )
+    p.add_argument(
+        "--allowed-origins",
+        default="",
+        help="comma-separated browser origins (https://host:port) whose pages may call the "
+        "server ('*': any); default: none, only programs and the server's own pages",
+    )
+    p.add_argument(
         "--keep-alive-s",
         type=float,
         default=DEFAULT_KEEP_ALIVE_S,
@@ -75,6 +89,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="exit when this process is gone (set by the local runtime: no orphans)",
     )
     return p.parse_args(argv)
+
+
+def _items(value: str) -> tuple[str, ...]:
+    """A comma-separated flag's items."""
+    return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
 def _exit_with_parent(parent_pid: int, poll_s: float = 1.0) -> None:
@@ -127,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             token=token,
             docs=args.docs,
             action_timeout_s=args.action_timeout_s,
+            allowed_hosts=_items(args.allowed_hosts),
+            allowed_origins=_items(args.allowed_origins),
         )
         app = create_app(config)
     except (BrowserNotFoundError, ValueError) as exc:
@@ -150,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.parent_pid:
         _exit_with_parent(args.parent_pid)
     server = uvicorn.Server(
-        uvicorn.Config(
+        uvicorn_config(
             app,
             log_level=args.log_level,
             access_log=False,

@@ -5,6 +5,8 @@ session serves one agent. The task app records submissions through an in-browser
 binding (``window.uirlRecord``), never through HTTP, so nobody who can reach the server
 can fake one; ``/reset`` and ``/oracle`` need the session's token (see ``guards``), and
 ``/progress`` (like ``/act``'s ``X-Progress``) gives its detail only with that token.
+Every route answers only requests addressed to one of the server's names, and no
+request a browser sends from another site's page (``guards.CallerPolicy``).
 """
 
 from __future__ import annotations
@@ -36,10 +38,14 @@ from uirl_gym.actions import (
     check_screen,
 )
 from uirl_gym.guards import (
+    LOOPBACK_HOSTS,
     MAX_BODY_BYTES,
     BodyLimitMiddleware,
+    CallerMiddleware,
+    CallerPolicy,
     RequestError,
     check_token,
+    host_names,
     parse_json_object,
     presented_token,
 )
@@ -119,6 +125,11 @@ class ServerConfig:
         action_timeout_s: how long an action and its capture may take when the request
             does not say (``GET /act``'s ``timeout``); past it the answer is a 504 and
             the episode's page is given up (the next reset starts a fresh one).
+        allowed_hosts: names clients may address the server by (the ``Host`` header)
+            besides the loopback ones and the address it listens on (``*``: any): a pod
+            reached at its IP (the Kubernetes runtime sets it), a host name.
+        allowed_origins: browser origins (``https://host:port``) whose pages may call
+            the server besides its own (``*``: any). Default: none.
     """
 
     host: str = "127.0.0.1"
@@ -133,6 +144,8 @@ class ServerConfig:
     docs: bool = False
     max_body_bytes: int = MAX_BODY_BYTES
     action_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not MIN_ACTION_TIMEOUT_S <= self.action_timeout_s <= MAX_ACTION_TIMEOUT_S:
@@ -140,6 +153,12 @@ class ServerConfig:
                 f"action_timeout_s: expected {MIN_ACTION_TIMEOUT_S}..{MAX_ACTION_TIMEOUT_S} "
                 f"seconds, got {self.action_timeout_s}"
             )
+
+    def caller_policy(self) -> CallerPolicy:
+        """Who may call: loopback names, the address the server listens on (its own
+        browser loads the task app from there) and ``allowed_hosts``."""
+        names = (*LOOPBACK_HOSTS, _url_host(self.host), *self.allowed_hosts)
+        return CallerPolicy(hosts=host_names(names), origins=frozenset(self.allowed_origins))
 
 
 class SessionState:
@@ -321,6 +340,8 @@ def create_app(config: ServerConfig) -> FastAPI:
             )
         return await call_next(request)
 
+    # Added last, so outermost: a page on another site learns nothing, not even a 421.
+    app.add_middleware(CallerMiddleware, policy=config.caller_policy())
     return app
 
 

@@ -53,6 +53,9 @@ from uirl_gym.runtimes.kubernetes.config import DEFAULT_ORPHAN_TTL_S, Kubernetes
 
 logger = logging.getLogger(__name__)
 
+# The pod's IP, from the downward API: the server answers requests addressed to it (the
+# proxy's, the runtime's direct ones, the kubelet's probes) besides loopback ones.
+POD_IP_ENV_VAR = "UIRL_POD_IP"
 TEMPLATE_PACKAGE = "uirl_gym.deploy"
 TEMPLATE_NAME = "session-pod.yaml"
 HTTP_POLL_S = 0.1
@@ -128,6 +131,10 @@ def build_pod_manifest(
 ) -> dict[str, Any]:
     """The pod of one session: the template with the per-session fields set.
 
+    The server answers requests addressed to the pod's IP (``--allowed-hosts
+    $(UIRL_POD_IP)``, the IP from the downward API) besides loopback ones: the proxy's,
+    the runtime's direct ones and the kubelet's probes all name it.
+
     Args:
         token: the session's token for ``/reset`` and ``/oracle``, set as the container's
             ``UIRL_SESSION_TOKEN`` (readable by whoever may ``get pods`` in the
@@ -156,12 +163,20 @@ def build_pod_manifest(
     if image_pull_policy:
         container["imagePullPolicy"] = image_pull_policy
     container["command"] = server_command(
-        session_id=session_id, task=task, host="0.0.0.0", port=port
+        session_id=session_id,
+        task=task,
+        host="0.0.0.0",
+        port=port,
+        # Kubernetes puts the variable's value in the command ($(NAME)).
+        allowed_hosts=[f"$({POD_IP_ENV_VAR})"],
     )
     container.pop("args", None)
+    ours = {TOKEN_ENV_VAR, POD_IP_ENV_VAR}
+    env = [e for e in container.get("env") or [] if e.get("name") not in ours]
+    env.append({"name": POD_IP_ENV_VAR, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     if token is not None:
-        env = [e for e in container.get("env") or [] if e.get("name") != TOKEN_ENV_VAR]
-        container["env"] = [*env, {"name": TOKEN_ENV_VAR, "value": token}]
+        env.append({"name": TOKEN_ENV_VAR, "value": token})
+    container["env"] = env
     ports = [p for p in container.get("ports") or [] if p.get("name") != PORT_NAME]
     container["ports"] = [{"name": PORT_NAME, "containerPort": port, "protocol": "TCP"}, *ports]
     for kind, values in (resources_override or {}).items():

@@ -12,7 +12,7 @@ that session ask the API once (pods are replaced, IPs change, and the watch may 
 moment behind).
 
 What the proxy refuses: malformed, percent-encoded or over-long session ids and paths
-(400), request bodies over 1 MB (413, counted as they stream in), and, with a token
+(400; the longest the protocol has, ``guards.MAX_TARGET_BYTES``, passes), request bodies over 1 MB (413, counted as they stream in), and, with a token
 (``--token-file``, from the ``uirl-proxy-token`` Secret), requests without
 ``Authorization: Bearer <token>`` (401/403). A client's own ``X-UIRL-Session-Id`` is
 replaced by the proxy's, and its bearer token is not passed on to the pod.
@@ -38,12 +38,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
-import httpx
+import httpcore
 import uvicorn
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 
-from uirl_gym.guards import MAX_BODY_BYTES, BodyLimitMiddleware
+# Session requests are short: the longest is ``/act?action_type=type&text=...`` with
+# 8192 characters of text, percent-encoded; the limit derives from the protocol's own
+# (MAX_TARGET_BYTES), so the proxy refuses nothing a session takes.
+from uirl_gym.guards import (
+    MAX_BODY_BYTES,
+    MAX_TARGET_BYTES,
+    BodyLimitMiddleware,
+    uvicorn_config,
+)
 from uirl_gym.protocol import DEFAULT_KEEP_ALIVE_S, SESSION_HEADER, ProxyRoute
 from uirl_gym.runtimes.kubernetes.api import (
     APP_LABEL,
@@ -61,16 +69,13 @@ from uirl_gym.runtimes.kubernetes.config import PROXY_TOKEN_ENV_VAR
 logger = logging.getLogger(__name__)
 
 PROXY_PREFIX = f"{ProxyRoute.SESSIONS}/".encode()
-# Session requests are short: the longest is ``/act?action_type=type&text=...`` with
-# 8192 characters of text, percent-encoded (up to 12 bytes a character); anything longer
-# is not the protocol.
-MAX_TARGET_BYTES = 64 * 1024
 # How long the proxy keeps an idle connection to a pod: shorter than the session
 # server's keep-alive, so that the proxy closes it first and never sends on one that a
 # pod is closing. (Idle connections from clients: --keep-alive-s, as a session's.)
 POD_IDLE_S = 30.0
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-# Hop-by-hop headers (RFC 9110 7.6.1) and those httpx recomputes: never forwarded.
+# Hop-by-hop headers (RFC 9110 7.6.1) and those each hop sets itself (Host: the pod's;
+# Content-Length): never forwarded. Bodies pass as they are, Content-Encoding with them.
 HOP_HEADERS = frozenset(
     {
         "connection",
@@ -83,7 +88,6 @@ HOP_HEADERS = frozenset(
         "upgrade",
         "host",
         "content-length",
-        "content-encoding",
     }
 )
 
@@ -206,6 +210,58 @@ def _address(usable: list[PodState]) -> tuple[str, int]:
     return pod.ip or "", pod.port  # usable pods have an IP
 
 
+class PodConnections:
+    """The proxy's keep-alive HTTP/1.1 connections to the session pods.
+
+    httpcore's pool, the layer under httpx: httpx refuses a URL whose query is over
+    64 KiB, and the protocol's longest ``/act`` is longer (``guards.MAX_TARGET_BYTES``).
+    It reads no ``HTTP(S)_PROXY`` variable, which must not capture pod traffic.
+    """
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.pool = httpcore.AsyncConnectionPool(
+            max_connections=config.max_connections,
+            max_keepalive_connections=config.max_connections,
+            # Retired well before the sessions close idle connections (their keep-alive),
+            # so that a request is never sent on one a pod is closing.
+            keepalive_expiry=POD_IDLE_S,
+        )
+        read_s = config.read_timeout_s
+        self.timeouts = {
+            "connect": config.connect_timeout_s,
+            "read": read_s,
+            "write": read_s,
+            "pool": read_s,
+        }
+
+    async def request(
+        self,
+        method: str,
+        ip: str,
+        port: int,
+        target: bytes,
+        headers: list[tuple[str, str]],
+        body: bytes,
+    ) -> httpcore.Response:
+        """The pod's whole answer (httpcore's errors propagate)."""
+        host = f"[{ip}]" if ":" in ip else ip
+        url = httpcore.URL(scheme=b"http", host=ip.encode("ascii"), port=port, target=target)
+        return await self.pool.request(
+            method,
+            url,
+            headers=[("Host", f"{host}:{port}"), *headers],
+            content=body,
+            extensions={"timeout": self.timeouts},
+        )
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+# The pod could not be reached: the request was never delivered, safe to send again.
+UNREACHABLE = (httpcore.ConnectError, httpcore.ConnectTimeout)
+
+
 @dataclass
 class _Outgoing:
     """One client request, to be sent to a pod (twice at most, see ``forward``)."""
@@ -215,30 +271,37 @@ class _Outgoing:
     body: bytes
     headers: list[tuple[str, str]]
 
-    async def send(self, http: httpx.AsyncClient, session_id: str, ip: str, port: int) -> Response:
+    async def send(self, pods: PodConnections, session_id: str, ip: str, port: int) -> Response:
         """The pod's answer; connection failures propagate (the caller retries once).
 
         Raises:
-            httpx.ConnectError, httpx.ConnectTimeout: the pod could not be reached.
+            httpcore.ConnectError, httpcore.ConnectTimeout: the pod could not be reached.
             HTTPException: 504 when the pod did not answer in time, 502 on other errors.
         """
-        host = f"[{ip}]" if ":" in ip else ip
-        url = httpx.URL(f"http://{host}:{port}").copy_with(raw_path=self.target)
         # The proxy's own header, never the client's (which could misdirect on purpose).
         request_headers = [*self.headers, (SESSION_HEADER, session_id)]
         try:
-            reply = await http.request(self.method, url, content=self.body, headers=request_headers)
-        except (httpx.ConnectError, httpx.ConnectTimeout):
+            reply = await pods.request(
+                self.method, ip, port, self.target, request_headers, self.body
+            )
+        except UNREACHABLE:
             raise
-        except httpx.TimeoutException as exc:
-            raise _error(504, f"session {session_id} did not answer in time: {exc}") from None
-        except httpx.HTTPError as exc:
+        except httpcore.TimeoutException as exc:
+            raise _error(504, f"session {session_id} did not answer in time: {exc!r}") from None
+        except (httpcore.NetworkError, httpcore.ProtocolError) as exc:
             raise _error(502, f"session {session_id}: {type(exc).__name__}: {exc}") from None
-        if reply.status_code == 421:
+        if reply.status == 421:
             # Another session answered (its pod took over a cached IP): nothing was done.
-            raise MisdirectedError(reply.text)
-        reply_headers = {k: v for k, v in reply.headers.items() if k.lower() not in HOP_HEADERS}
-        return Response(reply.content, status_code=reply.status_code, headers=reply_headers)
+            raise MisdirectedError(reply.content.decode(errors="replace"))
+        reply_headers: dict[str, str] = {}
+        for raw_name, raw_value in reply.headers:
+            name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+            if name not in HOP_HEADERS:
+                # Repeated headers joined, as HTTP allows (and httpx did).
+                reply_headers[name] = (
+                    f"{reply_headers[name]}, {value}" if name in reply_headers else value
+                )
+        return Response(reply.content, status_code=reply.status, headers=reply_headers)
 
 
 class MisdirectedError(Exception):
@@ -255,22 +318,14 @@ def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        limits = httpx.Limits(
-            max_connections=config.max_connections,
-            max_keepalive_connections=config.max_connections,
-            # Retired well before the sessions close idle connections (their keep-alive),
-            # so that a request is never sent on one a pod is closing.
-            keepalive_expiry=POD_IDLE_S,
-        )
-        timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
         # The session pods' list + watch; lookups fall back to a list until it synced.
         resolver.start()
+        pods = PodConnections(config)
+        app.state.pods = pods
         try:
-            # trust_env=False: HTTP(S)_PROXY variables must not capture pod traffic.
-            async with httpx.AsyncClient(limits=limits, timeout=timeout, trust_env=False) as http:
-                app.state.http = http
-                yield
+            yield
         finally:
+            await pods.aclose()
             await asyncio.to_thread(resolver.stop)
 
     app = FastAPI(
@@ -299,19 +354,19 @@ def create_proxy_app(config: ProxyConfig, api: PodApi) -> FastAPI:
             await request.body(),
             _forwarded_headers(request, strip_authorization=config.token is not None),
         )
-        http: httpx.AsyncClient = request.app.state.http
+        pods: PodConnections = request.app.state.pods
         ip, port = await _resolve(resolver, session_id)
         try:
-            return await outgoing.send(http, session_id, ip, port)
-        except (httpx.ConnectError, httpx.ConnectTimeout, MisdirectedError) as exc:
+            return await outgoing.send(pods, session_id, ip, port)
+        except (*UNREACHABLE, MisdirectedError) as exc:
             # Never delivered (or refused unprocessed), so safe to repeat: the pod was
             # replaced or is gone.
             resolver.invalidate(session_id)
             logger.info("session %s: %s at %s; looking it up again", session_id, exc, ip)
         ip, port = await _resolve(resolver, session_id)
         try:
-            return await outgoing.send(http, session_id, ip, port)
-        except (httpx.ConnectError, httpx.ConnectTimeout, MisdirectedError) as exc:
+            return await outgoing.send(pods, session_id, ip, port)
+        except (*UNREACHABLE, MisdirectedError) as exc:
             resolver.invalidate(session_id)
             raise _error(502, f"session {session_id} unreachable at {ip}:{port}: {exc}") from None
 
@@ -448,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
         token=read_proxy_token(args.token_file),
     )
     app = create_proxy_app(config, PodApi(client, args.namespace))
-    uvicorn.run(
+    server = uvicorn_config(
         app,
         host=args.host,
         port=args.port,
@@ -457,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
         # uvicorn's 5 s default raced with slow agents' next request (docs/protocol.md).
         timeout_keep_alive=args.keep_alive_s,
     )
+    uvicorn.Server(server).run()
     return 0
 
 
