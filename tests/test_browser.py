@@ -43,8 +43,8 @@ def test_the_server_never_loads_playwright() -> None:
     """No Node driver, and not even Playwright's Python package (a test tool only, not a
     dependency of the install), in a session server."""
     code = (
-        "import sys; from uirl_gym.session.app import SessionState, ServerConfig; "
-        "SessionState(ServerConfig()); "
+        "import sys; from uirl_gym.session.app import SessionState, SessionServerConfig; "
+        "SessionState(SessionServerConfig()); "
         "sys.exit(any(m.startswith('playwright') for m in sys.modules))"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}

@@ -54,3 +54,11 @@ def test_an_old_command_runs_the_new_one_and_says_so(old: str, expected: str) ->
     assert done.returncode == 0, done.stderr
     assert expected in done.stdout
     assert "FutureWarning" in done.stderr and "moved to" in done.stderr
+
+
+def test_openenv_server_config_keeps_its_old_name_one_release() -> None:
+    pytest.importorskip("openenv")
+    import uirl_gym.openenv as openenv
+
+    with pytest.warns(DeprecationWarning, match="OpenEnvServerConfig"):
+        assert openenv.ServerConfig is openenv.OpenEnvServerConfig

@@ -37,8 +37,8 @@ from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, ActionType, to_action  # 
 from uirl_gym.client import ACTION_READ_MARGIN_S  # noqa: E402
 from uirl_gym.env import UIEnv  # noqa: E402
 from uirl_gym.openenv import (  # noqa: E402
+    OpenEnvServerConfig,
     OpenEnvSession,
-    ServerConfig,
     UirlAction,
     UirlEnvClient,
     UirlEnvironment,
@@ -66,7 +66,7 @@ class RecordingEnvironment(UirlEnvironment):
 
     instances: ClassVar[list[UirlEnvironment]] = []
 
-    def __init__(self, config: ServerConfig | None = None) -> None:
+    def __init__(self, config: OpenEnvServerConfig | None = None) -> None:
         super().__init__(config)
         RecordingEnvironment.instances.append(self)
 
@@ -85,7 +85,7 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
 
 
 @contextlib.contextmanager
-def serving(config: ServerConfig) -> Iterator[str]:
+def serving(config: OpenEnvServerConfig) -> Iterator[str]:
     """The app in a uvicorn thread on a free port (sessions: real Chromium)."""
     app = make_app(config, environment=RecordingEnvironment)
     sock = socket.socket()
@@ -104,7 +104,7 @@ def serving(config: ServerConfig) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def server_url() -> Iterator[str]:
-    config = ServerConfig(
+    config = OpenEnvServerConfig(
         max_sessions=3, max_steps=40, local=LocalRuntimeConfig(startup_timeout_s=120)
     )
     try:
@@ -305,7 +305,9 @@ def test_cli_keeps_its_step_deadline_and_stops_its_sessions(tmp_path: Path) -> N
     the deadline, and the next reset brings a new session; SIGTERM with a session open
     leaves no session server behind."""
     assert (
-        parse_args([]).step_timeout_s == ServerConfig().step_timeout_s == DEFAULT_ACTION_TIMEOUT_S
+        parse_args([]).step_timeout_s
+        == OpenEnvServerConfig().step_timeout_s
+        == DEFAULT_ACTION_TIMEOUT_S
     )
     port_file = tmp_path / "port"
     process = subprocess.Popen(
@@ -476,7 +478,7 @@ def test_a_silent_socket_frees_its_slot() -> None:
     the idle timeout; now a socket that sends no reset is closed after start_timeout_s."""
     # Long enough that the second socket is refused while the first holds the slot, on a
     # loaded machine too (at 1 s, under a load of 25, the first was already gone).
-    config = ServerConfig(max_sessions=1, start_timeout_s=8.0)
+    config = OpenEnvServerConfig(max_sessions=1, start_timeout_s=8.0)
     with serving(config) as url, ws_connect(_ws_url(url), open_timeout=10) as silent:
         with ws_connect(_ws_url(url), open_timeout=10) as second:
             # Refused at connection (OpenEnv makes the session then): read, do not send,

@@ -609,10 +609,10 @@ def test_a_short_step_deadline_still_waits_for_the_servers_answer() -> None:
 
 def test_a_full_openenv_server_says_how_many_sessions_it_needs() -> None:
     pytest.importorskip("openenv")
-    from uirl_gym.openenv import ServerConfig, make_app
+    from uirl_gym.openenv import OpenEnvServerConfig, make_app
     from uirl_gym.remote_env import OpenEnvEnv
 
-    with serve_app(make_app(ServerConfig(max_sessions=1))) as url:
+    with serve_app(make_app(OpenEnvServerConfig(max_sessions=1))) as url:
         holder, refused = OpenEnvEnv(url), OpenEnvEnv(url)
         try:
             with pytest.raises(RuntimeError, match="--max-sessions of at least env.num_envs"):

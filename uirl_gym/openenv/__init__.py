@@ -9,7 +9,7 @@ Server::
 
 OpenEnv's ``create_app`` (production mode) with ``/ws`` (one uirl session per
 WebSocket, closed on disconnect), ``/health``, ``/schema``, ``/metadata``. In Python:
-:func:`make_app` (:class:`ServerConfig`: sessions, step budget, reward mode, runtime).
+:func:`make_app` (:class:`OpenEnvServerConfig`: sessions, step budget, reward mode, runtime).
 
 Typed client (OpenEnv's ``EnvClient``)::
 
@@ -49,6 +49,8 @@ OpenEnvSession``)::
 from __future__ import annotations
 
 import importlib.util
+import warnings
+from typing import Any
 
 if importlib.util.find_spec("openenv") is None:  # pragma: no cover - depends on the install
     raise ImportError(
@@ -56,7 +58,7 @@ if importlib.util.find_spec("openenv") is None:  # pragma: no cover - depends on
     )
 
 from uirl_gym.openenv.server import (  # noqa: E402
-    ServerConfig,
+    OpenEnvServerConfig,
     UirlEnvironment,
     encode_png,
     make_app,
@@ -78,7 +80,7 @@ from uirl_gym.openenv_wire import (  # noqa: E402
 __all__ = [
     "DEFAULT_TASK",
     "OpenEnvSession",
-    "ServerConfig",
+    "OpenEnvServerConfig",
     "UirlAction",
     "UirlEnvClient",
     "UirlEnvironment",
@@ -90,3 +92,17 @@ __all__ = [
     "resolve_task",
     "to_wire_action",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # ServerConfig was the name of two classes (this one and the session server's):
+    # the old name goes in the next release.
+    if name == "ServerConfig":
+        warnings.warn(
+            "uirl_gym.openenv.ServerConfig is now OpenEnvServerConfig (the session server's "
+            "is SessionServerConfig); the old name is removed in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return OpenEnvServerConfig
+    raise AttributeError(f"module 'uirl_gym.openenv' has no attribute {name!r}")

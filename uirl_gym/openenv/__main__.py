@@ -15,7 +15,7 @@ import sys
 import uvicorn
 
 from uirl_gym.make import RuntimeSettings, build_runtime
-from uirl_gym.openenv.server import ServerConfig, make_app
+from uirl_gym.openenv.server import OpenEnvServerConfig, make_app
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.runtimes.kubernetes.config import KubernetesRuntimeConfig
 from uirl_gym.runtimes.local import LocalRuntimeConfig
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    defaults = ServerConfig()
+    defaults = OpenEnvServerConfig()
     p = argparse.ArgumentParser(prog="python -m uirl_gym.openenv", description=__doc__)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on")
     p.add_argument("--port", type=int, default=8000, help="port; 0 picks a free one")
@@ -117,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     port = sock.getsockname()[1]
     runtime = server_runtime(args)
     try:
-        config = ServerConfig(
+        config = OpenEnvServerConfig(
             max_sessions=args.max_sessions,
             max_steps=args.max_steps,
             reward_mode=args.reward_mode,

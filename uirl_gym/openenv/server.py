@@ -4,7 +4,7 @@ Each WebSocket session on ``/ws`` gets its own :class:`UirlEnvironment`, which m
 own :class:`~uirl_gym.env.UIEnv` at the first reset: by default on a
 :class:`~uirl_gym.runtimes.local.LocalRuntime` of its own (one session server and one
 Chromium per WebSocket session), or on the server-wide runtime of
-:class:`ServerConfig` (a Kubernetes runtime and its warm pool). When the WebSocket
+:class:`OpenEnvServerConfig` (a Kubernetes runtime and its warm pool). When the WebSocket
 closes, OpenEnv closes the environment: the env gives its session back and the local
 runtime stops the server and its browser.
 
@@ -60,7 +60,7 @@ from uirl_gym.tasks import MAX_EPISODE_STEPS, TASKS, TaskSpec
 
 __all__ = [
     "DEFAULT_TASK",
-    "ServerConfig",
+    "OpenEnvServerConfig",
     "UirlEnvironment",
     "encode_png",
     "make_app",
@@ -78,7 +78,7 @@ PNG_COMPRESS_LEVEL = 1
 
 
 @dataclass
-class ServerConfig:
+class OpenEnvServerConfig:
     """Settings of the OpenEnv server.
 
     Attributes:
@@ -202,9 +202,9 @@ class UirlEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
-    def __init__(self, config: ServerConfig | None = None) -> None:
+    def __init__(self, config: OpenEnvServerConfig | None = None) -> None:
         super().__init__()
-        self.config = config or ServerConfig()
+        self.config = config or OpenEnvServerConfig()
         self.env: UIEnv | None = None
         self._runtime: LocalRuntime | None = None
         self._state = UirlState()
@@ -403,17 +403,17 @@ def _uirl_version() -> str:
 
 
 def make_app(
-    config: ServerConfig | None = None,
+    config: OpenEnvServerConfig | None = None,
     *,
     environment: type[UirlEnvironment] = UirlEnvironment,
 ) -> FastAPI:
     """The OpenEnv app serving every registered uirl task (see the module docstring).
 
     Args:
-        config: the server's settings (defaults: :class:`ServerConfig`).
+        config: the server's settings (defaults: :class:`OpenEnvServerConfig`).
         environment: the Environment class each session gets (a subclass, for tests).
     """
-    config = config or ServerConfig()
+    config = config or OpenEnvServerConfig()
     app = create_app(
         functools.partial(environment, config),
         UirlAction,

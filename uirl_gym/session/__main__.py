@@ -22,7 +22,7 @@ import uvicorn
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S
 from uirl_gym.guards import uvicorn_config
 from uirl_gym.protocol import DEFAULT_KEEP_ALIVE_S, TOKEN_ENV_VAR, TOKEN_HEADER
-from uirl_gym.session.app import ServerConfig, create_app
+from uirl_gym.session.app import SessionServerConfig, create_app
 from uirl_gym.session.browser.chromium import BrowserNotFoundError
 
 logger = logging.getLogger(__name__)
@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     port = sock.getsockname()[1]
     token, token_source = read_token(args.token_file)
     try:
-        config = ServerConfig(
+        config = SessionServerConfig(
             host=args.host,
             port=port,
             task=args.task,

@@ -106,7 +106,7 @@ MEDIA_TYPES = {
 
 
 @dataclass
-class ServerConfig:
+class SessionServerConfig:
     """How the session server runs.
 
     Attributes:
@@ -164,7 +164,7 @@ class ServerConfig:
 class SessionState:
     """What one server process holds: config, task, browser, lock, counters."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: SessionServerConfig) -> None:
         self.config = config
         self.session_id = config.session_id or uuid.uuid4().hex[:12]
         # Every task a reset has asked for (a session serves any task; --task is the
@@ -307,7 +307,7 @@ def require_token(request: Request, what: str) -> None:
         raise HTTPException(exc.status, exc.detail, headers=headers) from None
 
 
-def create_app(config: ServerConfig) -> FastAPI:
+def create_app(config: SessionServerConfig) -> FastAPI:
     """The FastAPI app for one session (one task, one browser)."""
     state = SessionState(config)
 
