@@ -86,7 +86,7 @@ def test_a_web_page_cannot_act_in_a_session(session: SessionInfo) -> None:
 
     base = session.base_url
     port = urlsplit(base).port
-    client = SessionClient(base)
+    client = SessionClient(session)
     try:
         client.reset(seed=0)
         box = client.oracle()["inputs"]["first_name"]["box"]

@@ -237,7 +237,7 @@ class SessionClient:
                 # session is frozen or stuck, and a repeat would wait as long again (an
                 # action with an id, for the same lock). Otherwise an action with an id
                 # is sent again when its answer was lost (a closed or reset connection).
-                overdue = path == "/act" and isinstance(exc, requests.ReadTimeout)
+                overdue = path == Route.ACT and isinstance(exc, requests.ReadTimeout)
                 repeatable = idempotent or action_id is not None
                 retry_safe = never_sent or (repeatable and not overdue)
                 if attempt < self.max_retries and retry_safe:
