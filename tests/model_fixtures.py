@@ -32,7 +32,7 @@ def tiny_training_run(model_dir: Path, config: Any, **model_overrides: object) -
     import torch
 
     from uirl_agents.formats import get_format
-    from uirl_agents.models import load_processor
+    from uirl_agents.loading.pretrained import load_processor
     from uirl_agents.policies.hf import format_config_from_processor
     from uirl_agents.trainers.model import build_model, trainable_parameters
 

@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from uirl_agents.formats import get_format  # noqa: E402
-from uirl_agents.models import load_model, load_model_and_processor  # noqa: E402
+from uirl_agents.loading.pretrained import load_model, load_model_and_processor  # noqa: E402
 from uirl_agents.policies.context import EpisodeContexts  # noqa: E402
 from uirl_agents.policies.hf import (  # noqa: E402
     HFPolicy,

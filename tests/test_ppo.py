@@ -20,15 +20,16 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from uirl_agents.episodes.rollout import EpisodeSpec, collect_episodes  # noqa: E402
+from uirl_agents.episodes.trajectories import Episode, Step, TrajectoryWriter, load_episodes  # noqa: E402
 from uirl_agents.formats import get_format  # noqa: E402
-from uirl_agents.models import load_model_and_processor  # noqa: E402
+from uirl_agents.loading.pretrained import load_model_and_processor  # noqa: E402
 from uirl_agents.policies.hf import (  # noqa: E402
     HFPolicy,
     HFPolicyConfig,
     encode_prompts,
     format_config_from_processor,
 )
-from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers.cli import load_config  # noqa: E402
 from uirl_agents.trainers.config import GRPOConfig  # noqa: E402
@@ -38,7 +39,6 @@ from uirl_agents.trainers.ppo import EpisodeStates, set_advantages  # noqa: E402
 from uirl_agents.trainers.scoring import completion_logprobs  # noqa: E402
 from uirl_agents.trainers.update import TokenSample  # noqa: E402
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead  # noqa: E402
-from uirl_agents.trajectories import Episode, Step, TrajectoryWriter, load_episodes  # noqa: E402
 from uirl_gym.runtimes.local import LocalRuntime  # noqa: E402
 from uirl_gym.vector import SessionVectorEnv  # noqa: E402
 

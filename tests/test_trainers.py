@@ -27,7 +27,8 @@ pytest.importorskip("trl")
 
 from model_fixtures import score_with_run_settings, tiny_training_run  # noqa: E402
 
-from uirl_agents.models import load_processor  # noqa: E402
+from uirl_agents.episodes.trajectories import Episode, Step, load_episodes  # noqa: E402
+from uirl_agents.loading.pretrained import load_processor  # noqa: E402
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
@@ -56,7 +57,6 @@ from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trainers.specs import TRAIN_STREAM, derive_specs  # noqa: E402
 from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402
-from uirl_agents.trajectories import Episode, Step, load_episodes  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 
 pytest_plugins = ["model_fixtures"]
@@ -1054,8 +1054,8 @@ def _adapter_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
 def test_lora_presets_wrap_the_language_models_layers_of_their_kind(
     tiny_qwen25vl_dir: Path, preset: str, kinds: set[str]
 ) -> None:
-    from uirl_agents.models import load_model
-    from uirl_agents.trainers.lora import lora_target_modules
+    from uirl_agents.loading.parts import lora_target_modules
+    from uirl_agents.loading.pretrained import load_model
 
     model = load_model(tiny_qwen25vl_dir, dtype=torch.float32, device=torch.device("cpu"))
     names = lora_target_modules(model, preset)

@@ -24,7 +24,7 @@ from dataclasses import MISSING, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from uirl_agents.quantization import quantization_mode
+from uirl_agents.loading.quantization import quantization_mode
 from uirl_gym.actions import check_screen
 from uirl_gym.runtimes.settings import DENSE_ON_OPENENV, RuntimeSettings
 
@@ -717,7 +717,7 @@ def _check_tasks(env: EnvConfig) -> None:
 
 def _check_demonstrations(run_dirs: list[str]) -> None:
     """Each of ``rs.demonstrations`` is a run directory with episodes in it."""
-    from uirl_agents.trajectories import EPISODES_FILE
+    from uirl_agents.episodes.trajectories import EPISODES_FILE
 
     for run_dir in run_dirs:
         if not isinstance(run_dir, str) or not run_dir:

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 
 from accelerate.utils import gather_object
 
+from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection, config_as
@@ -60,7 +61,6 @@ from uirl_agents.trainers.scoring import (
     weigh_episode,
 )
 from uirl_agents.trainers.update import BatchLoss, TokenSample
-from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
 

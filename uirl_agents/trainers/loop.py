@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.base import Policy
 from uirl_agents.trainers.actor import iteration_rollouts
 from uirl_agents.trainers.config import TrainConfig
@@ -43,7 +44,6 @@ from uirl_agents.trainers.metrics import Stopwatch, perf_metrics
 from uirl_agents.trainers.push import push_result
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
-from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from uirl_agents.trajectories import Episode
+from uirl_agents.episodes.trajectories import Episode
 
 logger = logging.getLogger(__name__)
 

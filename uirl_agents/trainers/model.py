@@ -6,8 +6,8 @@ weights, float32 master weights, the reference policy for the KL.
 - :func:`needs_autocast`: whether forward passes autocast over float32 master weights;
 - :func:`reference_policy`: forward passes inside run the starting policy, frozen.
 
-Which modules LoRA wraps: :mod:`~uirl_agents.trainers.lora`; what is quantized:
-:mod:`uirl_agents.quantization`; both split the model by :mod:`uirl_agents.model_parts`.
+Which modules LoRA wraps: :mod:`~uirl_agents.loading.parts`; what is quantized:
+:mod:`uirl_agents.loading.quantization`; both split the model by :mod:`uirl_agents.loading.parts`.
 """
 
 from __future__ import annotations
@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING
 import torch
 from accelerate import Accelerator
 
-from uirl_agents.model_parts import VISION_TOWER
-from uirl_agents.models import load_model, resolve_dtype
-from uirl_agents.quantization import quantization_mode, use_plain_cpu_layout
+from uirl_agents.loading.parts import VISION_TOWER, lora_target_modules
+from uirl_agents.loading.pretrained import load_model, resolve_dtype
+from uirl_agents.loading.quantization import quantization_mode, use_plain_cpu_layout
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers.config import TINY_MODEL, TINY_MODEL_DIR, ModelConfig
-from uirl_agents.trainers.lora import lora_target_modules
 
 if TYPE_CHECKING:
     from peft import PeftModel

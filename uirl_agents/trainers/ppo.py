@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers.config import GRPOConfig, config_as
 from uirl_agents.trainers.loop import Algorithm
@@ -48,7 +49,6 @@ from uirl_agents.trainers.scoring import (
     weigh_episode,
 )
 from uirl_agents.trainers.update import BatchLoss, TokenSample
-from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
 

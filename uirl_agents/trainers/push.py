@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CARD_FILE = "README.md"
-# What scripts/evaluate.py writes in its --out folder (uirl_agents.evaluate.write_reports).
+# What scripts/evaluate.py writes in its --out folder (uirl_agents.evaluation.benchmark.write_reports).
 RESULTS_TABLE = "results.md"
 RESULTS_JSON = "results.json"
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -98,7 +98,7 @@ class TrainedRun:
 
     @property
     def quantization(self) -> str | None:
-        from uirl_agents.quantization import quantization_mode
+        from uirl_agents.loading.quantization import quantization_mode
 
         m = self.config.model
         return quantization_mode(load_in_8bit=m.load_in_8bit, load_in_4bit=m.load_in_4bit)
@@ -164,7 +164,7 @@ def stage_run(
     Raises:
         RunNotPushableError: the checkpoint holds neither an adapter nor weights.
     """
-    from uirl_agents.models import load_processor
+    from uirl_agents.loading.pretrained import load_processor
     from uirl_agents.trainers import checkpoint as ckpt
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +189,7 @@ def stage_run(
 def _save_merged(run: TrainedRun, adapter: Path, out_dir: Path) -> None:
     """The base (unquantized, in the run's dtype, on CPU) with the adapter merged in;
     ``model.dtype: auto`` is bf16 where a GPU is visible, else float32."""
-    from uirl_agents.models import default_device, load_model, resolve_dtype
+    from uirl_agents.loading.pretrained import default_device, load_model, resolve_dtype
 
     dtype = resolve_dtype(run.config.model.dtype, default_device())
     from peft import PeftModel

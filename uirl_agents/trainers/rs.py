@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.base import Policy
 from uirl_agents.trainers.config import RSConfig, config_as
 from uirl_agents.trainers.demonstrations import collect_demonstrations, load_demonstrations
@@ -28,7 +29,6 @@ from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.sft import SFT_STREAM, sft_loss, sft_samples
 from uirl_agents.trainers.update import BatchLoss, TokenSample
-from uirl_agents.trajectories import Episode
 
 DEMONSTRATIONS, RECORDED = "demonstrations", "recorded"
 

@@ -5,7 +5,7 @@ Each process (``accelerate launch`` / ``torchrun``, or a plain ``python``) owns 
 sessions (a runtime from ``env.runtime``, :mod:`uirl_gym.runtimes.settings`: local
 subprocesses, its own Kubernetes pods, its share of ``env.servers`` or its own OpenEnv
 sessions; and a :class:`~uirl_gym.vector.SessionVectorEnv`), collects its own episodes with
-:func:`~uirl_agents.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
+:func:`~uirl_agents.episodes.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
 episodes never span processes). Only the main process logs and writes checkpoints.
 
 Seeds: the model is built under ``config.seed`` on every process (so a fresh LoRA
@@ -33,8 +33,10 @@ from accelerate.utils import gather_object, set_seed
 from torch.optim.lr_scheduler import LambdaLR
 from tqdm.auto import tqdm
 
+from uirl_agents.episodes.rollout import EpisodeSpec, collect_episodes
+from uirl_agents.episodes.trajectories import Episode, TrajectoryWriter
 from uirl_agents.formats import ModelFormat, get_format
-from uirl_agents.models import load_processor
+from uirl_agents.loading.pretrained import load_processor
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import (
     HFPolicy,
@@ -43,7 +45,6 @@ from uirl_agents.policies.hf import (
     format_config_from_processor,
     vision_token_ids,
 )
-from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import config_to_dict, save_config
@@ -66,7 +67,6 @@ from uirl_agents.trainers.schedule import iteration_scheduler
 from uirl_agents.trainers.specs import EVAL_STREAM, TRAIN_STREAM, derive_specs
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
 from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
-from uirl_agents.trajectories import Episode, TrajectoryWriter
 from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.runtimes.settings import build_runtime, check_runtime, describe, vector_env
 

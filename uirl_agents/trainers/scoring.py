@@ -31,6 +31,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from transformers.processing_utils import ProcessorMixin
 
+from uirl_agents.episodes.trajectories import Episode, Step
 from uirl_agents.formats.base import Message
 from uirl_agents.policies.hf import (
     VisionLanguageModel,
@@ -43,7 +44,6 @@ from uirl_agents.trainers.losses import clipped_surrogate, pad_sequences, token_
 from uirl_agents.trainers.model import reference_policy
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.update import BatchLoss, TokenSample
-from uirl_agents.trajectories import Episode, Step
 
 logger = logging.getLogger(__name__)
 
