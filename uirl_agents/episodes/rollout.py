@@ -98,38 +98,55 @@ def collect_episodes(
         results = envs.step_envs(actions)
         for i, ps in zip(indices, policy_steps, strict=True):
             spec_index, episode, obs = running[i]
-            next_obs, reward, terminated, truncated, info = results[i]
-            truncated = truncated or (not terminated and episode.length + 1 >= max_steps)
-            episode.steps.append(
-                to_step(
-                    obs,
-                    ps,
-                    (next_obs, reward, terminated, truncated, info),
-                    policy_time_s=ps.policy_time_s or policy_time,
-                    env_time_s=envs.envs[i].timings.get("step_s", 0.0),
-                )
+            next_obs, ended = _record_step(
+                policy, envs, i, episode, obs, ps, results[i], policy_time, max_steps
             )
-            if terminated or truncated:
-                episode.success = bool(info.get("is_success", False))
-                episode.error = info.get("error")
-                # A time limit cut the episode short: the state it stopped in still has
-                # a value (PPO bootstraps from it). A failed session's last screen does not.
-                if (
-                    not terminated
-                    and episode.error is None
-                    and isinstance(policy, FinalPromptPolicy)
-                ):
-                    episode.final_prompt = policy.final_prompt(i, next_obs)
-                _finish(episode, writer, keep_screenshots)
-                done[spec_index] = episode
-                del running[i]
-                free.append(i)
-                bar.update(1)
-                bar.set_postfix(success=f"{_success_rate(done):.0%}")
-            else:
+            if not ended:
                 running[i] = (spec_index, episode, next_obs)
+                continue
+            _finish(episode, writer, keep_screenshots)
+            done[spec_index] = episode
+            del running[i]
+            free.append(i)
+            bar.update(1)
+            bar.set_postfix(success=f"{_success_rate(done):.0%}")
     bar.close()
     return [done[k] for k in range(len(specs))]
+
+
+def _record_step(
+    policy: Policy,
+    envs: SessionVectorEnv,
+    index: int,
+    episode: Episode,
+    observation: dict[str, Any],
+    policy_step: PolicyStep,
+    result: tuple[dict[str, Any], float, bool, bool, dict[str, Any]],
+    policy_time: float,
+    max_steps: int,
+) -> tuple[dict[str, Any], bool]:
+    """Append sub-env ``index``'s step to its episode; returns the next observation and
+    whether the episode ended (then its success, error and final prompt are set)."""
+    next_obs, reward, terminated, truncated, info = result
+    truncated = truncated or (not terminated and episode.length + 1 >= max_steps)
+    episode.steps.append(
+        to_step(
+            observation,
+            policy_step,
+            (next_obs, reward, terminated, truncated, info),
+            policy_time_s=policy_step.policy_time_s or policy_time,
+            env_time_s=envs.envs[index].timings.get("step_s", 0.0),
+        )
+    )
+    if not (terminated or truncated):
+        return next_obs, False
+    episode.success = bool(info.get("is_success", False))
+    episode.error = info.get("error")
+    # A time limit cut the episode short: the state it stopped in still has a value
+    # (PPO bootstraps from it). A failed session's last screen does not.
+    if not terminated and episode.error is None and isinstance(policy, FinalPromptPolicy):
+        episode.final_prompt = policy.final_prompt(index, next_obs)
+    return next_obs, True
 
 
 def to_step(
