@@ -44,8 +44,8 @@ def test_advantages_from_success_make_every_failure_alike() -> None:
     import numpy as np
 
     from uirl_agents.episodes.trajectories import Episode, Step
+    from uirl_agents.trainers.algorithms.grpo import step_samples
     from uirl_agents.trainers.config import GRPOSection
-    from uirl_agents.trainers.grpo import step_samples
 
     def episode(group: str, reward: float, success: bool) -> Episode:
         step = Step(

@@ -24,7 +24,7 @@ from uirl_agents.policies.hf import (  # noqa: E402
     vision_token_ids,
 )
 from uirl_agents.testing.tiny_model import main as tiny_model_main  # noqa: E402
-from uirl_agents.trainers.scoring import completion_logprobs, softmax_entropy  # noqa: E402
+from uirl_agents.trainers.forward import completion_logprobs, softmax_entropy  # noqa: E402
 from uirl_gym.actions import Action  # noqa: E402
 
 pytest_plugins = ["model_fixtures"]

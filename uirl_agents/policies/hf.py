@@ -1,5 +1,5 @@
 """HFPolicy: a local transformers VLM as a batched policy (sampling only; the trainers'
-forward pass is :func:`uirl_agents.trainers.scoring.completion_logprobs`).
+forward pass is :func:`uirl_agents.trainers.forward.completion_logprobs`).
 
 One :meth:`HFPolicy.act` call runs one ``generate`` over all sub-envs in the batch
 (prompts left-padded). Per sub-env the policy keeps the episode's instruction, its
@@ -16,7 +16,7 @@ the model's coordinates are pixels of those images.
 Logprob convention: ``PolicyStep.logprobs[t] = log_softmax(logits_t / T)[token_t]``
 with ``T`` the sampling temperature (``T = 1`` for greedy decoding), from the raw
 logits (``output_logits``), before top-k/top-p truncation: the same quantity TRL's
-GRPO computes, and what :func:`~uirl_agents.trainers.scoring.completion_logprobs`
+GRPO computes, and what :func:`~uirl_agents.trainers.forward.completion_logprobs`
 recomputes with one forward pass.
 """
 

@@ -1,29 +1,28 @@
-"""What the policy-gradient algorithms share below them: the training forward pass, token
-samples from episode steps, the scoring pass and the clipped surrogate's inputs.
+"""The training forward pass: the policy's logprobs of given completions, with gradients
+for a loss or without for the scoring pass (the trainers' forward;
+:class:`~uirl_agents.policies.hf.HFPolicy` only samples).
 
 - :func:`completion_logprobs`: per-token logprobs of given completions with one batched
-  forward pass (the trainers' forward; :class:`~uirl_agents.policies.hf.HFPolicy` only
-  samples);
-- :func:`token_sample`: one model step as a :class:`~uirl_agents.trainers.update.TokenSample`
-  (its exact prompt and the sampled ids), or None when it cannot be trained on;
-  :func:`weigh_episode`: an episode's samples' ``token_weight``;
-- :func:`score_samples`: one pass without gradients: the old (and reference)
-  logprobs, the entropy, the rollout/trainer mismatch, and PPO's old values;
-- :func:`sample_logprobs`: the policy's logprobs of a micro-batch's completions (the
-  forward pass every loss and the scoring pass run);
-- :func:`surrogate_loss`: that pass and the clipped surrogate (+ TIS, KL:
+  forward pass (and, on request, the entropy and the prompt's last hidden state);
+- :func:`sample_logprobs`: that pass over a micro-batch of
+  :class:`~uirl_agents.trainers.update.TokenSample` (every loss and the scoring pass run it);
+- :func:`score_samples`: one pass without gradients before the update: the old (and
+  reference) logprobs, the entropy, the rollout/trainer mismatch, and PPO's old values;
+- :func:`surrogate_loss`: the pass and the clipped surrogate (+ TIS, KL:
   :func:`~uirl_agents.trainers.losses.clipped_surrogate`) of a micro-batch, GRPO's loss
   and PPO's policy term.
 
-GRPO (:mod:`~uirl_agents.trainers.grpo`), PPO (:mod:`~uirl_agents.trainers.ppo`) and
-expert iteration's SFT loss (:mod:`~uirl_agents.trainers.sft`) import this module; it
-imports none of them, and no config: each function takes the settings it reads.
+GRPO (:mod:`~uirl_agents.trainers.algorithms.grpo`), PPO
+(:mod:`~uirl_agents.trainers.algorithms.ppo`) and expert iteration's SFT loss
+(:mod:`~uirl_agents.trainers.algorithms.sft`) import this module; it imports none of
+them, and no config: each function takes the settings it reads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,7 +30,6 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from transformers.processing_utils import ProcessorMixin
 
-from uirl_agents.episodes.trajectories import Episode, Step
 from uirl_agents.formats.base import Message
 from uirl_agents.policies.hf import (
     VisionLanguageModel,
@@ -41,66 +39,11 @@ from uirl_agents.policies.hf import (
 )
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.losses import clipped_surrogate, pad_sequences, token_budget_batches
-from uirl_agents.trainers.model import reference_policy
+from uirl_agents.trainers.policy_model import reference_policy
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.update import BatchLoss, TokenSample
 
 logger = logging.getLogger(__name__)
-
-# The random stream of GRPO's and PPO's data order in the update.
-UPDATE_STREAM = 2
-
-
-def token_sample(
-    episode: Episode,
-    step: Step,
-    tis_cap: float | None = None,
-    excluded_ids: frozenset[int] = frozenset(),
-) -> TokenSample | None:
-    """One model step as a sample to train on (advantage 1 until set), or None when it
-    cannot be: no completion, or a completion that holds one of ``excluded_ids``.
-
-    Raises:
-        ValueError: ``tis_cap`` (``grpo.tis_cap``) is set but the step has no rollout
-            logprobs.
-    """
-    if not step.completion_ids or step.messages is None or step.model_images is None:
-        return None
-    if excluded_ids.intersection(step.completion_ids):
-        logger.debug("step left out: its completion holds an image placeholder token")
-        return None
-    rollout = list(step.logprobs) if step.logprobs else None
-    if tis_cap is not None and (rollout is None or len(rollout) != len(step.completion_ids)):
-        raise ValueError(
-            "grpo.tis_cap needs the rollout engine's logprob of every sampled token, "
-            f"and a step of episode {episode.episode_id} has none: ask the server for "
-            "logprobs (vLLM returns them), or set grpo.tis_cap: null"
-        )
-    return TokenSample(
-        messages=step.messages,
-        images=step.model_images,
-        completion_ids=list(step.completion_ids),
-        num_tokens=len(step.prompt_ids or []) + len(step.completion_ids),
-        rollout_logprobs=rollout,
-    )
-
-
-def weigh_episode(samples: list[TokenSample], normalization: str) -> list[TokenSample]:
-    """An episode's samples with their ``token_weight`` for ``grpo.loss_normalization``:
-    1 (``token``: a token mean over the iteration, so an episode weighs as its tokens),
-    or 1 / the episode's completion tokens (``episode``: each episode's tokens sum to
-    weight 1, and the normaliser counts episodes, so the loss is a mean over episodes of
-    each episode's token mean, whatever its length).
-
-    >>> s = [TokenSample([], [], [1, 2], 2), TokenSample([], [], [3, 4, 5, 6], 4)]
-    >>> [x.token_weight for x in weigh_episode(s, "episode")]
-    [0.16666666666666666, 0.16666666666666666]
-    """
-    tokens = sum(len(s.completion_ids) for s in samples)
-    if normalization == "episode" and tokens:
-        for sample in samples:
-            sample.token_weight = 1.0 / tokens
-    return samples
 
 
 def score_samples(
@@ -280,14 +223,72 @@ def completion_logprobs(
     if temperature <= 0:
         raise ValueError(f"temperature: expected > 0, got {temperature}")
     device = next(model.parameters()).device
-    inputs = encode_prompts(processor, messages, images)
-    batch, prompt_len = inputs["input_ids"].shape
     lengths = [len(c) for c in completion_ids]
     width = max(lengths, default=0)
     if width == 0 and prompt_states is None:
         if entropies is not None:
             entropies.extend(torch.zeros(0, device=device) for _ in completion_ids)
         return [torch.zeros(0, device=device) for _ in completion_ids]
+    model_inputs, completions, prompt_len = prompt_and_completion_inputs(
+        model, processor, messages, images, completion_ids
+    )
+    model_inputs = {
+        k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in model_inputs.items()
+    }
+    # Only the logits that predict completion tokens: positions prompt_len-1 .. end-1.
+    with keeping_prompt_states(model, prompt_states, prompt_len):
+        # Position t of the last width + 1 predicts completion token t (the last: none).
+        logits = model(**model_inputs, use_cache=False, logits_to_keep=width + 1).logits
+    # The unused last position is scored too (index 0): slicing it off first would copy
+    # every logit, and the point of selective_log_softmax is to copy none.
+    targets = torch.cat([completions, completions.new_zeros((len(lengths), 1))], dim=1)
+    token_logprobs = selective_log_softmax(logits, targets.to(device), temperature)[:, :-1]
+    if entropies is not None:
+        entropy = softmax_entropy(logits, temperature)[:, :-1]
+        entropies.extend(entropy[i, :n] for i, n in enumerate(lengths))
+    return [token_logprobs[i, :n] for i, n in enumerate(lengths)]
+
+
+@contextlib.contextmanager
+def keeping_prompt_states(
+    model: VisionLanguageModel, prompt_states: list[torch.Tensor] | None, prompt_len: int
+) -> Iterator[None]:
+    """Forward passes inside append each sample's last hidden state at the prompt's last
+    token (position ``prompt_len - 1``: prompts are left-padded) to ``prompt_states``
+    (nothing when None)."""
+    if prompt_states is None:
+        yield
+        return
+
+    # A hook on the language model keeps its last hidden state only: the model's
+    # output_hidden_states would hold every layer's for the whole batch.
+    def keep(_module: torch.nn.Module, _args: Any, output: Any) -> None:
+        prompt_states.extend(output.last_hidden_state[:, prompt_len - 1].unbind(0))
+
+    hook = model.get_decoder().register_forward_hook(keep)
+    try:
+        yield
+    finally:
+        hook.remove()
+
+
+def prompt_and_completion_inputs(
+    model: VisionLanguageModel,
+    processor: ProcessorMixin,
+    messages: Sequence[list[Message]],
+    images: Sequence[Sequence[np.ndarray]],
+    completion_ids: Sequence[Sequence[int]],
+) -> tuple[dict[str, Any], torch.Tensor, int]:
+    """The model's inputs for the encoded (left-padded) prompts followed by the
+    completions (right-padded), on the CPU.
+
+    Returns:
+        The inputs (every per-token tensor extended by the completions' width), the
+        padded completion ids ``(batch, width)``, and the prompts' padded length.
+    """
+    inputs = encode_prompts(processor, messages, images)
+    batch, prompt_len = inputs["input_ids"].shape
+    width = max((len(c) for c in completion_ids), default=0)
     pad_id = processor.tokenizer.pad_token_id or 0
     completions = torch.full((batch, width), pad_id, dtype=inputs["input_ids"].dtype)
     completion_mask = torch.zeros((batch, width), dtype=inputs["attention_mask"].dtype)
@@ -304,33 +305,7 @@ def completion_logprobs(
                 key, torch.full((batch, width), token_type, dtype=value.dtype)
             )
             model_inputs[key] = torch.cat([value, extra], dim=1)
-    model_inputs = {
-        k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in model_inputs.items()
-    }
-    # Only the logits that predict completion tokens: positions prompt_len-1 .. end-1.
-    hook = None
-    if prompt_states is not None:
-        # A hook on the language model keeps its last hidden state only: the model's
-        # output_hidden_states would hold every layer's for the whole batch.
-        def keep_prompt_states(_module: torch.nn.Module, _args: Any, output: Any) -> None:
-            # Left-padded prompts: every sample's last prompt token is at prompt_len - 1.
-            prompt_states.extend(output.last_hidden_state[:, prompt_len - 1].unbind(0))
-
-        hook = model.get_decoder().register_forward_hook(keep_prompt_states)
-    try:
-        # Position t of the last width + 1 predicts completion token t (the last: none).
-        logits = model(**model_inputs, use_cache=False, logits_to_keep=width + 1).logits
-    finally:
-        if hook is not None:
-            hook.remove()
-    # The unused last position is scored too (index 0): slicing it off first would copy
-    # every logit, and the point of selective_log_softmax is to copy none.
-    targets = torch.cat([completions, completions.new_zeros((batch, 1))], dim=1).to(device)
-    token_logprobs = selective_log_softmax(logits, targets, temperature)[:, :-1]
-    if entropies is not None:
-        entropy = softmax_entropy(logits, temperature)[:, :-1]
-        entropies.extend(entropy[i, :n] for i, n in enumerate(lengths))
-    return [token_logprobs[i, :n] for i, n in enumerate(lengths)]
+    return model_inputs, completions, prompt_len
 
 
 @torch.no_grad()

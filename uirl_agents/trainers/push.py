@@ -112,22 +112,30 @@ def read_run(run_dir: str | Path) -> TrainedRun:
     """
     from uirl_agents.trainers import checkpoint as ckpt
     from uirl_agents.trainers.cli import load_config
-    from uirl_agents.trainers.config import TINY_MODEL, TINY_MODEL_DIR, GRPOConfig, RSConfig
+    from uirl_agents.trainers.config import (
+        TINY_MODEL,
+        TINY_MODEL_DIR,
+        GRPOConfig,
+        PPOConfig,
+        RSConfig,
+    )
 
     run_dir = Path(run_dir)
     configs = sorted(run_dir.glob("config_*.yaml"))
     if not configs:
-        raise RunNotPushableError(run_dir, "a config_rs.yaml or config_grpo.yaml")
+        raise RunNotPushableError(run_dir, "a config_rs.yaml, config_grpo.yaml or config_ppo.yaml")
     checkpoint = ckpt.latest_checkpoint(run_dir)
     if checkpoint is None:
         raise RunNotPushableError(run_dir, f"a checkpoint under {ckpt.CHECKPOINTS_DIR}/")
     config_file = configs[-1]
     trainer = config_file.stem.removeprefix("config_")
-    # A PPO run is the GRPO trainer with algorithm: ppo (its value head stays behind).
+    # A PPO run's value head stays behind. Its config may be a GRPO config with the
+    # deprecated algorithm: ppo (runs from before PPOConfig): PPOConfig ignores its grpo
+    # section, which holds nothing the push reads.
     config_classes: dict[str, type[TrainConfig]] = {
         "rs": RSConfig,
         "grpo": GRPOConfig,
-        "ppo": GRPOConfig,
+        "ppo": PPOConfig,
     }
     if trainer not in config_classes:
         raise RunNotPushableError(run_dir, f"the config of a {' or '.join(config_classes)} run")

@@ -7,13 +7,13 @@ Per iteration:
    demonstrations from the task's scripted expert, written in the model's own format (a
    cold start), and its share of the episodes a person recorded
    (``rs.demonstrations``), written afresh in the run's format
-   (:mod:`~uirl_agents.trainers.demonstrations`).
+   (:mod:`~uirl_agents.trainers.algorithms.demonstrations`).
 2. **Select** (:meth:`ExpertIteration.select`): keep the episodes whose total reward
    reaches ``rs.reward_threshold``.
 3. **Samples**: every step of a kept episode (but those whose output did not parse,
    with ``rs.drop_unparsed_steps``) becomes an SFT sample: its exact prompt and the
-   token ids the policy sampled (:func:`~uirl_agents.trainers.sft.sft_samples`).
-4. **Loss**: their negative log-likelihood (:func:`~uirl_agents.trainers.sft.sft_loss`);
+   token ids the policy sampled (:func:`~uirl_agents.trainers.algorithms.sft.sft_samples`).
+4. **Loss**: their negative log-likelihood (:func:`~uirl_agents.trainers.algorithms.sft.sft_loss`);
    no scoring pass (the loss needs nothing from before the update).
 """
 
@@ -23,11 +23,14 @@ from collections.abc import Sequence
 
 from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.base import Policy
+from uirl_agents.trainers.algorithms.demonstrations import (
+    collect_demonstrations,
+    load_demonstrations,
+)
+from uirl_agents.trainers.algorithms.sft import SFT_STREAM, sft_loss, sft_samples
 from uirl_agents.trainers.config import RSConfig, config_as
-from uirl_agents.trainers.demonstrations import collect_demonstrations, load_demonstrations
 from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
 from uirl_agents.trainers.run import TrainingRun
-from uirl_agents.trainers.sft import SFT_STREAM, sft_loss, sft_samples
 from uirl_agents.trainers.update import BatchLoss, TokenSample
 
 DEMONSTRATIONS, RECORDED = "demonstrations", "recorded"

@@ -8,7 +8,7 @@ With the loop, the whole update from episodes to the loss:
    logprobs.
 2. **Select** (:meth:`GRPO.select`): with ``grpo.replay``, a group without a success
    gets one stored success of its task instance in place of its worst failure
-   (:mod:`~uirl_agents.trainers.replay`).
+   (:mod:`~uirl_agents.trainers.algorithms.replay`).
 3. **Samples** (:func:`step_samples`): an episode's return (total reward) minus its
    group's mean (or the mean of the others, leave-one-out), divided by the group's std
    (:func:`~uirl_agents.trainers.losses.group_advantages`): the advantage of every
@@ -28,14 +28,14 @@ With the loop, the whole update from episodes to the loss:
    iteration's completion tokens (every process) per optimizer step (the loop's update:
    :func:`~uirl_agents.trainers.update.run_update`). With ``grpo.loss_normalization:
    episode`` each token counts 1 / its episode's tokens
-   (:func:`~uirl_agents.trainers.scoring.weigh_episode`): a mean
+   (:func:`~uirl_agents.trainers.update.weigh_episode`): a mean
    over episodes, so a 30-step failure weighs as much as a 3-step success, not 10x.
 
 TRL: ``GRPOTrainer`` is not used: its ``rollout_func`` rebuilds pixels from the
 dataset's image column, so it cannot train on per-step screenshots of multi-step
 episodes. The pieces TRL would give (the clipped surrogate, k3 KL, group-normalised
 advantages) are in :mod:`uirl_agents.trainers.losses`; the surrogate with its inputs,
-which PPO shares, is :func:`~uirl_agents.trainers.scoring.surrogate_loss`.
+which PPO shares, is :func:`~uirl_agents.trainers.forward.surrogate_loss`.
 """
 
 from __future__ import annotations
@@ -48,19 +48,19 @@ from accelerate.utils import gather_object
 from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.hf import vision_token_ids
 from uirl_agents.trainers import checkpoint as ckpt
+from uirl_agents.trainers.algorithms.replay import SuccessReplay, gathered_successes
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection, config_as
+from uirl_agents.trainers.forward import score_samples, surrogate_loss
 from uirl_agents.trainers.loop import ROLLOUT, Algorithm, Sources
 from uirl_agents.trainers.losses import group_advantages
-from uirl_agents.trainers.replay import SuccessReplay, gathered_successes
 from uirl_agents.trainers.run import TrainingRun
-from uirl_agents.trainers.scoring import (
+from uirl_agents.trainers.update import (
     UPDATE_STREAM,
-    score_samples,
-    surrogate_loss,
+    BatchLoss,
+    TokenSample,
     token_sample,
     weigh_episode,
 )
-from uirl_agents.trainers.update import BatchLoss, TokenSample
 
 logger = logging.getLogger(__name__)
 
@@ -162,9 +162,9 @@ def grpo_loss(
     run: TrainingRun, batch: Sequence[TokenSample], cfg: GRPOSection, temperature: float
 ) -> BatchLoss:
     """The micro-batch's clipped surrogate (+ TIS, + KL) summed over its completion tokens,
-    with ``cfg``'s settings (:func:`~uirl_agents.trainers.scoring.surrogate_loss`).
+    with ``cfg``'s settings (:func:`~uirl_agents.trainers.forward.surrogate_loss`).
 
-    Needs :func:`~uirl_agents.trainers.scoring.score_samples` first (the old and
+    Needs :func:`~uirl_agents.trainers.forward.score_samples` first (the old and
     reference logprobs).
     """
     return surrogate_loss(

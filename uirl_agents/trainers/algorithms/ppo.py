@@ -1,14 +1,14 @@
-"""PPO over multi-step episodes: a value head, per-step rewards, GAE (``algorithm: ppo``).
+"""PPO over multi-step episodes: a value head, per-step rewards, GAE (``train_ppo.py``).
 
 The hooks :mod:`~uirl_agents.trainers.loop` runs. Per iteration, on the episodes just
 collected (per-step rewards: the env's dense reward mode gives one at every step):
 
 1. **Samples** (:meth:`PPO.samples`): every model step is a sample (its exact prompt
-   and sampled ids, as in GRPO: :func:`~uirl_agents.trainers.scoring.token_sample`); a
+   and sampled ids, as in GRPO: :func:`~uirl_agents.trainers.update.token_sample`); a
    step that cannot be trained on, and the state a truncated episode stopped in
    (``Episode.final_prompt``), are value-only samples (no completion).
 2. **Score** (:meth:`PPO.score`): the scoring pass
-   (:func:`~uirl_agents.trainers.scoring.score_samples`) gives the old logprobs and,
+   (:func:`~uirl_agents.trainers.forward.score_samples`) gives the old logprobs and,
    from the same forward pass, every state's value ``V(s_t)``
    (:class:`~uirl_agents.trainers.value.ValueHead`); then **GAE** per episode
    (``ppo.gamma``, ``ppo.lam``): bootstrapped from the value of the state a truncated
@@ -16,7 +16,8 @@ collected (per-step rewards: the env's dense reward mode gives one at every step
    never gets here: the loop leaves it out). The step's advantage is broadcast to its
    tokens; optionally normalised over the iteration (every process).
 3. **Loss** (:func:`ppo_loss`): GRPO's clipped surrogate
-   (:func:`~uirl_agents.trainers.scoring.surrogate_loss`: + KL, TIS, the ``grpo`` section) plus
+   (:func:`~uirl_agents.trainers.forward.surrogate_loss`: + KL, TIS, with the ``ppo``
+   section's own settings) plus
    ``ppo.value_coef`` times the clipped value loss, each step's weighted by its
    completion tokens (so that the run's token mean makes it a token-weighted mean over
    steps).
@@ -37,24 +38,24 @@ import torch
 
 from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.hf import vision_token_ids
-from uirl_agents.trainers.config import GRPOConfig, config_as
+from uirl_agents.trainers.config import PPOConfig, config_as
+from uirl_agents.trainers.forward import score_samples, surrogate_loss
 from uirl_agents.trainers.loop import Algorithm
 from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages, scale_negatives
 from uirl_agents.trainers.run import TrainingRun
-from uirl_agents.trainers.scoring import (
+from uirl_agents.trainers.update import (
     UPDATE_STREAM,
-    score_samples,
-    surrogate_loss,
+    BatchLoss,
+    TokenSample,
     token_sample,
     weigh_episode,
 )
-from uirl_agents.trainers.update import BatchLoss, TokenSample
 
 logger = logging.getLogger(__name__)
 
 
 class PPO(Algorithm):
-    """PPO's hooks (``algorithm: ppo``; the ``ppo`` section, and ``grpo``'s loss fields).
+    """PPO's hooks (:class:`~uirl_agents.trainers.config.PPOConfig`, the ``ppo`` section).
 
     Attributes:
         states: the episodes' states of the last :meth:`samples` call, which
@@ -70,7 +71,7 @@ class PPO(Algorithm):
     def samples(self, run: TrainingRun, episodes: Sequence[Episode]) -> list[TokenSample]:
         """Every state of the episodes: the steps', then the final state of a truncated one."""
         excluded = vision_token_ids(run.model.config, run.processor.tokenizer)
-        config = config_as(run.config, GRPOConfig)
+        config = config_as(run.config, PPOConfig)
         self.states = [episode_states(e, config, excluded) for e in episodes]
         return [x for s in self.states for x in (*s.steps, *([s.final] if s.final else []))]
 
@@ -85,14 +86,14 @@ class PPO(Algorithm):
             (``1 - Var(R - V) / Var(R)`` over the trained steps of every process: 1 is a
             perfect critic, <= 0 one no better than a constant), ``train/advantage_std``.
         """
-        config = config_as(run.config, GRPOConfig)
+        config = config_as(run.config, PPOConfig)
         if run.value_head is None:
-            raise ValueError("algorithm: ppo needs the run's value head")
+            raise ValueError("PPO needs the run's value head")
         scores = score_samples(
             run,
             samples,
             temperature=config.rollout.temperature,
-            kl_beta=config.grpo.kl_beta,
+            kl_beta=config.ppo.kl_beta,
             micro_batch_tokens=config.optim.micro_batch_tokens,
             value_head=run.value_head,
         )
@@ -102,7 +103,7 @@ class PPO(Algorithm):
         value_metrics["train/advantage_std"] = shape_advantages(
             trained,
             normalize=config.ppo.normalize_advantages,
-            negative_scale=config.grpo.negative_advantage_scale,
+            negative_scale=config.ppo.negative_advantage_scale,
             sum_all=run.sum_all,
             std_floor=config.ppo.advantage_std_floor,
         )
@@ -123,7 +124,7 @@ class EpisodeStates:
 
 
 def episode_states(
-    episode: Episode, config: GRPOConfig, excluded_ids: frozenset[int]
+    episode: Episode, config: PPOConfig, excluded_ids: frozenset[int]
 ) -> EpisodeStates:
     """The samples of an episode's states (see :class:`EpisodeStates`).
 
@@ -132,16 +133,16 @@ def episode_states(
     """
     steps = []
     for step in episode.steps:
-        sample = token_sample(episode, step, config.grpo.tis_cap, excluded_ids)
+        sample = token_sample(episode, step, config.ppo.tis_cap, excluded_ids)
         if sample is None:
             if step.messages is None or step.model_images is None:
                 raise ValueError(
-                    f"algorithm: ppo needs every step's prompt, and a step of episode "
+                    f"PPO needs every step's prompt, and a step of episode "
                     f"{episode.episode_id} has none: collect with a model policy"
                 )
             sample = _value_only(step.messages, step.model_images, len(step.prompt_ids or []))
         steps.append(sample)
-    weigh_episode([s for s in steps if s.completion_ids], config.grpo.loss_normalization)
+    weigh_episode([s for s in steps if s.completion_ids], config.ppo.loss_normalization)
     final = None
     if episode.final_prompt is not None and steps:
         messages, images = episode.final_prompt
@@ -193,7 +194,7 @@ def shape_advantages(
     """The step advantages as trained: with ``normalize`` centred on their mean and
     divided by ``max(std, std_floor)`` over the samples of every process (``sum_all``: a
     sum over processes), then the negative ones times ``negative_scale``
-    (``grpo.negative_advantage_scale``, as in GRPO). Returns the std before scaling.
+    (``ppo.negative_advantage_scale``, as in GRPO). Returns the std before scaling.
 
     The floor matters once nearly every episode ends alike: the advantages are then the
     critic's errors (~1e-4), and scaling them to std 1 turns noise into a full-size
@@ -214,11 +215,11 @@ def ppo_loss(run: TrainingRun, batch: Sequence[TokenSample]) -> BatchLoss:
     """GRPO's clipped surrogate (+ KL) plus ``value_coef`` times the clipped value loss,
     each step's value loss weighted by its completion tokens (at their
     ``token_weight``, as the surrogate's)."""
-    config = config_as(run.config, GRPOConfig)
+    config = config_as(run.config, PPOConfig)
     if run.value_head is None:
-        raise ValueError("algorithm: ppo needs the run's value head")
+        raise ValueError("PPO needs the run's value head")
     states: list[torch.Tensor] = []
-    g = config.grpo
+    g = config.ppo
     terms = surrogate_loss(
         run,
         batch,

@@ -29,8 +29,8 @@ from transformers import ProcessorMixin
 
 from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.hf import encode_prompts
+from uirl_agents.trainers.forward import sample_logprobs
 from uirl_agents.trainers.run import TrainingRun
-from uirl_agents.trainers.scoring import sample_logprobs
 from uirl_agents.trainers.update import BatchLoss, TokenSample
 
 logger = logging.getLogger(__name__)
