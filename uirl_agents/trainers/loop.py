@@ -22,9 +22,11 @@ Per iteration, on every process:
 6. **Evaluate** when due, **log** at step ``iteration + 1``, **checkpoint** when due
    (:class:`~uirl_agents.trainers.run.TrainingRun`).
 
-The algorithms are :class:`~uirl_agents.trainers.algorithms.expert_iteration.ExpertIteration`,
-:class:`~uirl_agents.trainers.algorithms.grpo.GRPO` and :class:`~uirl_agents.trainers.algorithms.ppo.PPO`;
-each supplies only its hooks. This module imports none of them.
+The algorithms (:mod:`uirl_agents.trainers.algorithms`) are
+:class:`~uirl_agents.trainers.algorithms.expert_iteration.ExpertIteration`,
+:class:`~uirl_agents.trainers.algorithms.grpo.GRPO` and
+:class:`~uirl_agents.trainers.algorithms.ppo.PPO`; each supplies only its hooks. This
+module imports none of them.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ class RunNotPushableError(ValueError):
     def __init__(self, run_dir: Path, missing: str) -> None:
         super().__init__(
             f"{run_dir}: expected a training run folder with {missing}; run "
-            "scripts/train_rs.py or scripts/train_grpo.py with --output-dir there first"
+            "scripts/train_rs.py, train_grpo.py or train_ppo.py with --output-dir there first"
         )
         self.run_dir = run_dir
 
