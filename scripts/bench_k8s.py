@@ -53,8 +53,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import requests  # noqa: E402
 from k8s_standin import PodStandIn, serve_app  # noqa: E402
 
+from uirl_agents.episodes.rollout import EpisodeSpec, collect_episodes  # noqa: E402
 from uirl_agents.policies.base import PolicyStep  # noqa: E402
-from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.client import SessionClient  # noqa: E402
 from uirl_gym.runtimes.kubernetes import KubernetesRuntime, KubernetesRuntimeConfig  # noqa: E402

@@ -36,7 +36,7 @@ def measure(variant: str, tokens: int, vocab: int, dtype: str, device: str) -> f
     import torch
 
     from uirl_agents.policies.hf import selective_log_softmax
-    from uirl_agents.trainers.scoring import softmax_entropy
+    from uirl_agents.trainers.forward import softmax_entropy
 
     torch.manual_seed(0)
     logits = torch.randn(1, tokens, vocab, device=device, dtype=getattr(torch, dtype))

@@ -28,13 +28,13 @@ import os
 import torch
 from trl.chat_template_utils import parse_response
 
+from uirl_agents.episodes.rollout import EpisodeSpec, collect_episodes
 from uirl_agents.formats import get_format
 from uirl_agents.integrations.tool_templates import use_tool_chat_template
 from uirl_agents.integrations.tool_warmup import tools_of
 from uirl_agents.integrations.trl import close_environments, make_environment
-from uirl_agents.models import load_model_and_processor
+from uirl_agents.loading.pretrained import load_model_and_processor
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, format_config_from_processor
-from uirl_agents.rollout import EpisodeSpec, collect_episodes
 from uirl_gym.vector import SessionVectorEnv
 
 OPTIONS = {"rows": [2]}

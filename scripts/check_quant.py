@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from uirl_agents.models import default_device, load_model
+from uirl_agents.loading.pretrained import default_device, load_model
 from uirl_agents.testing.tiny_model import build_tiny_qwen25vl
 
 # Measured on the tiny model (CPU): 0.99999 at 8 bits, 0.981 at 4 bits.

@@ -24,19 +24,18 @@ import torch
 from accelerate.utils import gather_object
 
 from uirl_agents.trainers import sharding
+from uirl_agents.trainers.algorithms.expert_iteration import ExpertIteration
+from uirl_agents.trainers.algorithms.grpo import GRPO
+from uirl_agents.trainers.algorithms.ppo import PPO
 from uirl_agents.trainers.cli import parse_args
-from uirl_agents.trainers.config import GRPOConfig, RSConfig
-from uirl_agents.trainers.grpo import GRPO
+from uirl_agents.trainers.config import GRPOConfig, PPOConfig, RSConfig
 from uirl_agents.trainers.loop import run_iterations
 from uirl_agents.trainers.metrics import read_metrics
-from uirl_agents.trainers.ppo import PPO
-from uirl_agents.trainers.rs import ExpertIteration
 from uirl_agents.trainers.run import TrainingRun
 
-# PPO is read with the GRPO trainer's config, `algorithm: ppo` (added to the arguments).
 TRAINERS = {
     "grpo": (GRPOConfig, GRPO),
-    "ppo": (GRPOConfig, PPO),
+    "ppo": (PPOConfig, PPO),
     "rs": (RSConfig, ExpertIteration),
 }
 
@@ -73,8 +72,6 @@ def main() -> None:
     parser.add_argument("--trainer", choices=sorted(TRAINERS), required=True)
     args, rest = parser.parse_known_args()
     config_cls, algorithm = TRAINERS[args.trainer]
-    if args.trainer == "ppo":
-        rest = [*rest, "--algorithm", "ppo"]
     config, output_dir = parse_args(config_cls, rest, "check_ranks.py")
     logging.basicConfig(
         level=logging.INFO if os.environ.get("RANK", "0") == "0" else logging.WARNING,

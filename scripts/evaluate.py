@@ -42,9 +42,9 @@ from typing import Any
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from uirl_agents.agents import AgentSpecError, agent_syntax, parse_agent
-from uirl_agents.cost import load_prices
-from uirl_agents.evaluate import (
+from uirl_agents.episodes.rollout import EpisodeSpec
+from uirl_agents.evaluation.agents import AgentSpecError, agent_syntax, parse_agent
+from uirl_agents.evaluation.benchmark import (
     AgentResult,
     RunInUseError,
     RunMismatchError,
@@ -56,8 +56,8 @@ from uirl_agents.evaluate import (
     run_lock,
     write_reports,
 )
-from uirl_agents.leaderboard import write_leaderboard
-from uirl_agents.rollout import EpisodeSpec
+from uirl_agents.evaluation.cost import load_prices
+from uirl_agents.evaluation.leaderboard import write_leaderboard
 from uirl_agents.trainers.cli import add_field_options, field_overrides, load_config
 from uirl_gym.make import (
     RuntimeSettings,

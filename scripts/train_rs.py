@@ -1,4 +1,4 @@
-"""Expert iteration (rejection sampling + SFT) on the uirl env (uirl_agents/trainers/rs.py).
+"""Expert iteration (rejection sampling + SFT) on the uirl env (trainers/algorithms/expert_iteration.py).
 
     python scripts/train_rs.py --config scripts/configs/tiny_cpu.yaml --output-dir runs/rs
     accelerate launch --num_processes 8 scripts/train_rs.py \
@@ -16,10 +16,10 @@ from pathlib import Path
 
 from tqdm.contrib.logging import logging_redirect_tqdm
 
+from uirl_agents.trainers.algorithms.expert_iteration import ExpertIteration
 from uirl_agents.trainers.cli import parse_args
 from uirl_agents.trainers.config import RSConfig
 from uirl_agents.trainers.loop import train
-from uirl_agents.trainers.rs import ExpertIteration
 
 
 def train_rs(config: RSConfig, output_dir: Path) -> None:

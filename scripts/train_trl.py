@@ -33,7 +33,7 @@ logger = logging.getLogger("train_trl")
 def load_model(name: str, output_dir: Path) -> tuple[Any, Any]:
     """The model and its processor, ready for tool calling (``tiny-<family>``: built here)."""
     from uirl_agents.integrations.tool_templates import use_tool_chat_template
-    from uirl_agents.models import load_model_and_processor
+    from uirl_agents.loading.pretrained import load_model_and_processor
     from uirl_agents.testing.tiny_model import build_tiny_model, tiny_family
 
     family = tiny_family(name)

@@ -329,9 +329,9 @@ def main() -> int:
     import tempfile
     from pathlib import Path
 
-    from uirl_agents.agents import parse_agent
-    from uirl_agents.evaluate import run_agent
-    from uirl_agents.rollout import EpisodeSpec
+    from uirl_agents.episodes.rollout import EpisodeSpec
+    from uirl_agents.evaluation.agents import parse_agent
+    from uirl_agents.evaluation.benchmark import run_agent
     from uirl_gym.tasks import expand_tasks
 
     tasks = sorted(expand_tasks("all"))  # the 7 web apps, as evaluate.py's --task all

@@ -32,9 +32,9 @@ def tiny_training_run(model_dir: Path, config: Any, **model_overrides: object) -
     import torch
 
     from uirl_agents.formats import get_format
-    from uirl_agents.models import load_processor
+    from uirl_agents.loading.pretrained import load_processor
     from uirl_agents.policies.hf import format_config_from_processor
-    from uirl_agents.trainers.model import build_model, trainable_parameters
+    from uirl_agents.trainers.policy_model import build_model, trainable_parameters
 
     torch.manual_seed(0)
     model = build_model(config.model, str(model_dir), torch.device("cpu"), **model_overrides)
@@ -59,7 +59,7 @@ def tiny_training_run(model_dir: Path, config: Any, **model_overrides: object) -
 
 def score_with_run_settings(run: Any, samples: list[Any]) -> dict[str, float]:
     """The scoring pass over ``samples`` with the run's config (as GRPO's ``score`` runs it)."""
-    from uirl_agents.trainers.scoring import score_samples
+    from uirl_agents.trainers.forward import score_samples
 
     c = run.config
     return score_samples(

@@ -45,12 +45,13 @@ from sdk_shapes import (
     openai_response,
 )
 
-from uirl_agents.agents import AgentSpecError, parse_agent
-from uirl_agents.cost import DEFAULT_PRICES, ModelPrice, normalize_usage
-from uirl_agents.evaluate import run_agent, write_reports
+from uirl_agents.episodes.rollout import EpisodeSpec
+from uirl_agents.episodes.trajectories import load_episodes
+from uirl_agents.evaluation.agents import AgentSpecError, parse_agent
+from uirl_agents.evaluation.benchmark import run_agent, write_reports
+from uirl_agents.evaluation.cost import DEFAULT_PRICES, ModelPrice
 from uirl_agents.policies.cua import ScreenScaler, TransportConfig, VendorApiError
-from uirl_agents.rollout import EpisodeSpec
-from uirl_agents.trajectories import load_episodes
+from uirl_agents.policies.usage import normalize_usage
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.runtimes.local import LocalRuntime
 from uirl_gym.vector import SessionVectorEnv
@@ -438,7 +439,8 @@ def test_keys_are_translated() -> None:
 
 
 def test_usage_is_normalised_and_priced(tmp_path: Path) -> None:
-    from uirl_agents.cost import add_usage, find_price, load_prices
+    from uirl_agents.evaluation.cost import find_price, load_prices
+    from uirl_agents.policies.usage import add_usage
 
     anthropic = normalize_usage(ANTHROPIC_USAGE)
     openai = normalize_usage(OPENAI_USAGE)
@@ -609,7 +611,7 @@ def test_anthropic_tool_and_beta_header_follow_the_model(
     agent: str, tool: str, beta: str | None, serve: Callable[[StandIn], str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:  # fmt: skip
-    from uirl_agents.agents import build_policy
+    from uirl_agents.evaluation.agents import build_policy
 
     toolset = tool.startswith("computer_toolset")
     click = anthropic_block(Action(ActionType.LEFT_CLICK, 640, 400), "t1", toolset=toolset)
@@ -746,7 +748,7 @@ def test_gemini_vocabularies_follow_the_model(monkeypatch: pytest.MonkeyPatch) -
 def test_deprecated_models_and_unknown_prices_warn(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from uirl_agents.evaluate import price_of
+    from uirl_agents.evaluation.benchmark import price_of
     from uirl_agents.policies.anthropic import AnthropicPolicy, AnthropicPolicyConfig
     from uirl_agents.policies.gemini_cua import GeminiCUAPolicy
     from uirl_agents.policies.openai_cua import OpenAICUAPolicy, OpenAICUAPolicyConfig
@@ -782,7 +784,7 @@ def test_the_tables_follow_the_sdks() -> None:
     from anthropic.types.computer_member_name import COMPUTER_MEMBER_NAME_VALUES
     from openai.types.responses.computer_action import ComputerAction
 
-    from uirl_agents.cost import find_price
+    from uirl_agents.evaluation.cost import find_price
     from uirl_agents.policies import anthropic, gemini_cua
 
     assert set(sdk_deprecations) <= set(anthropic.DEPRECATED_MODELS)
@@ -842,7 +844,7 @@ def test_evaluate_runs_vendor_agents_and_the_leaderboard_renders(
 
     from playwright.sync_api import sync_playwright
 
-    from uirl_agents.trajectories import Episode, Step
+    from uirl_agents.episodes.trajectories import Episode, Step
     from uirl_gym.session.browser.chromium import find_browser
 
     root = Path(__file__).resolve().parents[1]
@@ -877,7 +879,7 @@ def test_evaluate_runs_vendor_agents_and_the_leaderboard_renders(
                 steps=[Step(None, Action(ActionType.FINISH))], task="simple_data_entry")
         for k in range(3)
     ]  # fmt: skip
-    from uirl_agents.evaluate import summarise
+    from uirl_agents.evaluation.benchmark import summarise
 
     write_reports(other, [summarise("expert", episodes), summarise("hf:other", episodes[2:])], {})
     merged = subprocess.run(

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 from terminal import check_one_bar_per_job
 
-from uirl_agents.agents import AgentSpecError, parse_agent
-from uirl_agents.evaluate import (
+from uirl_agents.episodes.trajectories import Episode, TrajectoryWriter, load_episodes
+from uirl_agents.evaluation.agents import AgentSpecError, parse_agent
+from uirl_agents.evaluation.benchmark import (
     load_finished,
     summarise,
     wilson_interval,
     write_reports,
 )
-from uirl_agents.trajectories import Episode, TrajectoryWriter, load_episodes
 
 pytest.importorskip("torch")
 
@@ -53,7 +53,7 @@ def test_a_new_agent_type_is_one_registration(
     and the type parses, builds, shows in the syntax and is refused twice."""
     import doctest
 
-    import uirl_agents.agents as agents
+    import uirl_agents.evaluation.agents as agents
     from uirl_agents.policies.random import RandomPolicy
 
     assert doctest.testmod(agents).failed == 0

@@ -19,24 +19,24 @@ pytest.importorskip("trl")  # ships the chat templates the tiny models use
 
 from model_fixtures import tiny_training_run  # noqa: E402
 
-from uirl_agents.model_parts import VISION_TOWER  # noqa: E402
-from uirl_agents.models import detect_format  # noqa: E402
+from uirl_agents.episodes.rollout import EpisodeSpec, collect_episodes  # noqa: E402
+from uirl_agents.episodes.trajectories import Episode, Step  # noqa: E402
+from uirl_agents.loading.parts import VISION_TOWER  # noqa: E402
+from uirl_agents.loading.pretrained import detect_format  # noqa: E402
 from uirl_agents.policies.hf import (  # noqa: E402
     HFPolicy,
     HFPolicyConfig,
     vision_token_ids,
 )
-from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
 from uirl_agents.testing.tiny_model import FAMILIES, build_tiny_model  # noqa: E402
 from uirl_agents.testing.tiny_model import main as tiny_model_main  # noqa: E402
+from uirl_agents.trainers.algorithms.expert_iteration import ExpertIteration  # noqa: E402
+from uirl_agents.trainers.algorithms.grpo import GRPO, step_samples  # noqa: E402
+from uirl_agents.trainers.algorithms.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trainers.cli import load_config  # noqa: E402
 from uirl_agents.trainers.config import GRPOConfig  # noqa: E402
-from uirl_agents.trainers.grpo import GRPO, step_samples  # noqa: E402
+from uirl_agents.trainers.forward import completion_logprobs  # noqa: E402
 from uirl_agents.trainers.loop import update_samples  # noqa: E402
-from uirl_agents.trainers.rs import ExpertIteration  # noqa: E402
-from uirl_agents.trainers.scoring import completion_logprobs  # noqa: E402
-from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
-from uirl_agents.trajectories import Episode, Step  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.vector import SessionVectorEnv  # noqa: E402
 

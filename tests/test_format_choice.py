@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from uirl_agents.agents import build_policy, parse_agent
+from uirl_agents.evaluation.agents import build_policy, parse_agent
 from uirl_agents.formats import infer_format
 
 pytest_plugins = ["model_fixtures"]
@@ -51,7 +51,7 @@ def ui_tars_copy(tiny_qwen25vl_dir: Path, tmp_path: Path) -> Path:
 
 
 def test_detect_format_from_the_checkpoint(tiny_qwen25vl_dir: Path, ui_tars_copy: Path) -> None:
-    from uirl_agents.models import detect_format
+    from uirl_agents.loading.pretrained import detect_format
 
     assert detect_format(tiny_qwen25vl_dir) == "qwen2.5-vl"  # a Qwen2.5-VL model
     assert detect_format(ui_tars_copy) == "ui-tars"

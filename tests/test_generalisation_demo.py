@@ -43,9 +43,9 @@ def test_advantages_from_success_make_every_failure_alike() -> None:
     nothing; from the return, the clicks on nothing would be reinforced."""
     import numpy as np
 
+    from uirl_agents.episodes.trajectories import Episode, Step
+    from uirl_agents.trainers.algorithms.grpo import step_samples
     from uirl_agents.trainers.config import GRPOSection
-    from uirl_agents.trainers.grpo import step_samples
-    from uirl_agents.trajectories import Episode, Step
 
     def episode(group: str, reward: float, success: bool) -> Episode:
         step = Step(

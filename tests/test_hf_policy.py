@@ -13,7 +13,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from uirl_agents.formats import get_format  # noqa: E402
-from uirl_agents.models import load_model, load_model_and_processor  # noqa: E402
+from uirl_agents.loading.pretrained import load_model, load_model_and_processor  # noqa: E402
 from uirl_agents.policies.context import EpisodeContexts  # noqa: E402
 from uirl_agents.policies.hf import (  # noqa: E402
     HFPolicy,
@@ -24,7 +24,7 @@ from uirl_agents.policies.hf import (  # noqa: E402
     vision_token_ids,
 )
 from uirl_agents.testing.tiny_model import main as tiny_model_main  # noqa: E402
-from uirl_agents.trainers.scoring import completion_logprobs, softmax_entropy  # noqa: E402
+from uirl_agents.trainers.forward import completion_logprobs, softmax_entropy  # noqa: E402
 from uirl_gym.actions import Action  # noqa: E402
 
 pytest_plugins = ["model_fixtures"]

@@ -14,11 +14,11 @@ import pytest
 import requests
 
 import uirl_gym  # noqa: F401  (registers the ids)
+from uirl_agents.episodes.trajectories import load_episodes
 from uirl_agents.trainers.cli import load_config
 from uirl_agents.trainers.config import GRPOConfig
 from uirl_agents.trainers.metrics import read_metrics
 from uirl_agents.trainers.specs import TRAIN_STREAM, derive_specs
-from uirl_agents.trajectories import load_episodes
 from uirl_gym.env import UIEnv
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 from uirl_gym.tasks import task_spec

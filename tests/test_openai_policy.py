@@ -288,7 +288,7 @@ def test_trainer_rollouts_bias_vision_tokens_away(
     # generate suppresses the same ones) go out as logit_bias -100 in every request;
     # a logit_bias of the user's own is merged in.
     pytest.importorskip("torch")
-    from uirl_agents.models import load_model_and_processor
+    from uirl_agents.loading.pretrained import load_model_and_processor
     from uirl_agents.policies.hf import vision_token_ids
     from uirl_agents.trainers.cli import load_config
     from uirl_agents.trainers.config import GRPOConfig

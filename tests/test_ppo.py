@@ -20,25 +20,25 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("trl")
 
+from uirl_agents.episodes.rollout import EpisodeSpec, collect_episodes  # noqa: E402
+from uirl_agents.episodes.trajectories import Episode, Step, TrajectoryWriter, load_episodes  # noqa: E402
 from uirl_agents.formats import get_format  # noqa: E402
-from uirl_agents.models import load_model_and_processor  # noqa: E402
+from uirl_agents.loading.pretrained import load_model_and_processor  # noqa: E402
 from uirl_agents.policies.hf import (  # noqa: E402
     HFPolicy,
     HFPolicyConfig,
     encode_prompts,
     format_config_from_processor,
 )
-from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
+from uirl_agents.trainers.algorithms.ppo import EpisodeStates, set_advantages  # noqa: E402
 from uirl_agents.trainers.cli import load_config  # noqa: E402
-from uirl_agents.trainers.config import GRPOConfig  # noqa: E402
+from uirl_agents.trainers.config import GRPOConfig, PPOConfig  # noqa: E402
+from uirl_agents.trainers.forward import completion_logprobs  # noqa: E402
 from uirl_agents.trainers.losses import clipped_value_loss, gae_advantages  # noqa: E402
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
-from uirl_agents.trainers.ppo import EpisodeStates, set_advantages  # noqa: E402
-from uirl_agents.trainers.scoring import completion_logprobs  # noqa: E402
 from uirl_agents.trainers.update import TokenSample  # noqa: E402
 from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead  # noqa: E402
-from uirl_agents.trajectories import Episode, Step, TrajectoryWriter, load_episodes  # noqa: E402
 from uirl_gym.runtimes.local import LocalRuntime  # noqa: E402
 from uirl_gym.vector import SessionVectorEnv  # noqa: E402
 
@@ -127,7 +127,7 @@ def test_clipped_value_loss_by_hand() -> None:
 
 
 def test_step_advantages_are_normalised_then_negatives_scaled() -> None:
-    from uirl_agents.trainers.ppo import shape_advantages
+    from uirl_agents.trainers.algorithms.ppo import shape_advantages
     from uirl_agents.trainers.update import TokenSample
 
     def samples(values: list[float]) -> list[TokenSample]:
@@ -152,7 +152,7 @@ def test_advantages_that_are_only_the_critics_noise_are_not_blown_up() -> None:
     # Iteration 16 of a 20-iteration PPO run on the learning demo (15/16 successes): every
     # return ~1, the critic at 0.9997, step advantages ~1e-4. Scaled to std 1 they made an
     # update that took the policy to 0 successes; the floor keeps them ~1e-3.
-    from uirl_agents.trainers.ppo import shape_advantages
+    from uirl_agents.trainers.algorithms.ppo import shape_advantages
     from uirl_agents.trainers.update import TokenSample
 
     raw = [3e-4, -1e-4, 2e-4, -2e-4]
@@ -187,6 +187,30 @@ def test_ppo_config_fields_and_errors() -> None:
         load_config(GRPOConfig, TINY_CPU, {"algorithm": "ppo", "grpo.replay": "true"})
     with pytest.raises(ValueError, match="set model.fsdp: false, or algorithm: grpo"):
         load_config(GRPOConfig, TINY_CPU, {"algorithm": "ppo", "model.fsdp": "true"})
+
+
+def test_ppo_has_its_own_config_and_the_grpo_spelling_warns() -> None:
+    """PPOConfig (scripts/train_ppo.py) reads every PPO setting from its ppo section; a
+    GRPO config's algorithm: ppo still runs the same PPO, with a DeprecationWarning that
+    names the new spelling (issue 40)."""
+    cfg = load_config(PPOConfig, TINY_CPU, {"rollout.group_size": "1", "grpo.kl_beta": "0.9"})
+    assert cfg.trains_value_head and cfg.algorithm == "ppo"
+    assert (cfg.ppo.clip_epsilon, cfg.ppo.kl_beta) == (0.2, 0.04)  # tiny_cpu.yaml's ppo
+    with pytest.warns(DeprecationWarning, match=r"scripts/train_ppo.py .*grpo.kl_beta -> ppo"):
+        old = load_config(GRPOConfig, TINY_CPU, {"algorithm": "ppo", "rollout.group_size": "1"})
+    converted = old.as_ppo()
+    converted.env.kubernetes.run_id = cfg.env.kubernetes.run_id  # drawn per config
+    assert converted == cfg
+    with pytest.raises(ValueError, match="ppo.kl_beta = 0.5 but grpo.kl_beta = 0.04"):
+        load_config(
+            GRPOConfig,
+            TINY_CPU,
+            {"algorithm": "ppo", "rollout.group_size": "1", "ppo.kl_beta": "0.5"},
+        )
+    with pytest.raises(ValueError, match="ppo.clip_epsilon: expected > 0, got 0.0"):
+        load_config(PPOConfig, TINY_CPU, {"ppo.clip_epsilon": "0"})
+    with pytest.raises(ValueError, match=r"ppo.kl_beta > 0 needs a reference model"):
+        load_config(PPOConfig, TINY_CPU, {"model.lora_rank": "0"})
 
 
 # ---- the value head's state, on a tiny real model ---------------------------------------
@@ -316,6 +340,20 @@ def test_ppo_trains_the_value_head_checkpoints_and_resumes_bit_identically(
     assert expected.keys() == got.keys() and "value_head.linear.weight" in got
     for name in expected:
         assert torch.equal(expected[name], got[name]), name
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_train_ppo_script_trains_from_the_ppo_section(tmp_path: Path) -> None:
+    out = tmp_path / "ppo"
+    _run([
+        sys.executable, str(REPO / "scripts" / "train_ppo.py"), "--config", str(TINY_CPU),
+        "--output-dir", str(out), "--logging.progress", "false", "--iterations", "1",
+        "--eval.episodes", "0", "--rollout.group_size", "1",
+    ])  # fmt: skip
+    assert yaml_algorithm(out / "config_ppo.yaml") == "ppo"
+    [record] = [r for r in read_metrics(out) if "train/value_loss" in r]
+    assert record["train/value_loss"] > 0 and record["train/kl"] >= 0
 
 
 def yaml_algorithm(path: Path) -> str:

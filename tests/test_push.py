@@ -22,7 +22,7 @@ pytest.importorskip("huggingface_hub")
 from hub_standin import HubStandIn  # noqa: E402
 from safetensors.torch import load  # noqa: E402
 
-from uirl_agents.evaluate import AgentResult, write_reports  # noqa: E402
+from uirl_agents.evaluation.benchmark import AgentResult, write_reports  # noqa: E402
 from uirl_agents.trainers.push import RunNotPushableError, read_run  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a trainer run and the push commands, each a subprocess

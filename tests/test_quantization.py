@@ -22,8 +22,8 @@ bnb = pytest.importorskip("bitsandbytes", reason="the quant extra: pip install -
 
 from safetensors.torch import load_file  # noqa: E402
 
-from uirl_agents.agents import AgentSpecError, parse_agent  # noqa: E402
-from uirl_agents.models import load_model  # noqa: E402
+from uirl_agents.evaluation.agents import AgentSpecError, parse_agent  # noqa: E402
+from uirl_agents.loading.pretrained import load_model  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers.config import GRPOConfig, ModelConfig, RSConfig  # noqa: E402
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, sync_playwright
 
+from uirl_agents.episodes.trajectories import EPISODES_FILE, load_episodes, to_sft_examples
 from uirl_agents.formats import get_format
 from uirl_agents.recorder import RecorderAddressError, RecorderConfig, RecorderServer, record
-from uirl_agents.trajectories import EPISODES_FILE, load_episodes, to_sft_examples
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
 from uirl_gym.client import SessionClient
 from uirl_gym.protocol import TOKEN_ENV_VAR, TOKEN_HEADER, SessionInfo

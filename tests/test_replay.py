@@ -11,17 +11,17 @@ import pytest
 import torch
 from model_fixtures import score_with_run_settings, tiny_training_run
 
-from uirl_agents.models import load_model
+from uirl_agents.episodes.rollout import to_step
+from uirl_agents.episodes.trajectories import Episode, Step
+from uirl_agents.loading.pretrained import load_model
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig
-from uirl_agents.rollout import to_step
 from uirl_agents.trainers import checkpoint as ckpt
+from uirl_agents.trainers.algorithms.grpo import GRPO, replayed_episodes, step_samples
+from uirl_agents.trainers.algorithms.replay import SuccessReplay, instance_key
 from uirl_agents.trainers.cli import load_config
 from uirl_agents.trainers.config import GRPOConfig, GRPOSection
-from uirl_agents.trainers.grpo import GRPO, replayed_episodes, step_samples
 from uirl_agents.trainers.loop import update
-from uirl_agents.trainers.replay import SuccessReplay, instance_key
 from uirl_agents.trainers.update import TokenSample
-from uirl_agents.trajectories import Episode, Step
 
 pytest_plugins = ["model_fixtures"]
 

@@ -32,12 +32,12 @@ import test_kubernetes  # noqa: E402
 from k8s_standin import PodStandIn, serve_app  # noqa: E402
 from test_kubernetes import NS, free_port, runtime_config, wait_until  # noqa: E402
 
+from uirl_agents.episodes.rollout import EpisodeSpec, collect_episodes  # noqa: E402
+from uirl_agents.episodes.trajectories import load_episodes  # noqa: E402
 from uirl_agents.policies.base import PolicyStep  # noqa: E402
-from uirl_agents.rollout import EpisodeSpec, collect_episodes  # noqa: E402
 from uirl_agents.trainers.cli import config_to_dict, load_config  # noqa: E402
 from uirl_agents.trainers.config import GRPOConfig, RSConfig  # noqa: E402
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
-from uirl_agents.trajectories import load_episodes  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 from uirl_gym.env import UIEnv  # noqa: E402
 from uirl_gym.make import (  # noqa: E402

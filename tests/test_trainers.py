@@ -27,10 +27,13 @@ pytest.importorskip("trl")
 
 from model_fixtures import score_with_run_settings, tiny_training_run  # noqa: E402
 
-from uirl_agents.models import load_processor  # noqa: E402
+from uirl_agents.episodes.trajectories import Episode, Step, load_episodes  # noqa: E402
+from uirl_agents.loading.pretrained import load_processor  # noqa: E402
 from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
+from uirl_agents.trainers.algorithms.grpo import GRPO, grpo_loss, step_samples  # noqa: E402
+from uirl_agents.trainers.algorithms.sft import sft_loss, sft_samples  # noqa: E402
 from uirl_agents.trainers.cli import config_markdown, load_config, parse_args  # noqa: E402
 from uirl_agents.trainers.config import (  # noqa: E402
     VLLM_TIS_CAP,
@@ -40,7 +43,7 @@ from uirl_agents.trainers.config import (  # noqa: E402
     RSConfig,
     config_as,
 )
-from uirl_agents.trainers.grpo import GRPO, grpo_loss, step_samples  # noqa: E402
+from uirl_agents.trainers.forward import completion_logprobs  # noqa: E402
 from uirl_agents.trainers.loop import select_and_update, update_samples  # noqa: E402
 from uirl_agents.trainers.losses import (  # noqa: E402
     clipped_policy_loss,
@@ -49,14 +52,15 @@ from uirl_agents.trainers.losses import (  # noqa: E402
     token_budget_batches,
 )
 from uirl_agents.trainers.metrics import read_metrics  # noqa: E402
-from uirl_agents.trainers.model import build_model, needs_autocast  # noqa: E402
-from uirl_agents.trainers.schedule import SCHEDULES, iteration_scheduler  # noqa: E402
-from uirl_agents.trainers.scoring import completion_logprobs  # noqa: E402
-from uirl_agents.trainers.sft import sft_loss, sft_samples  # noqa: E402
+from uirl_agents.trainers.policy_model import (  # noqa: E402  # noqa: E402
+    SCHEDULES,
+    build_model,
+    iteration_scheduler,
+    needs_autocast,
+)
 from uirl_agents.trainers.specs import TRAIN_STREAM, derive_specs  # noqa: E402
 from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402
-from uirl_agents.trajectories import Episode, Step, load_episodes  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 
 pytest_plugins = ["model_fixtures"]
@@ -1054,8 +1058,8 @@ def _adapter_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
 def test_lora_presets_wrap_the_language_models_layers_of_their_kind(
     tiny_qwen25vl_dir: Path, preset: str, kinds: set[str]
 ) -> None:
-    from uirl_agents.models import load_model
-    from uirl_agents.trainers.lora import lora_target_modules
+    from uirl_agents.loading.parts import lora_target_modules
+    from uirl_agents.loading.pretrained import load_model
 
     model = load_model(tiny_qwen25vl_dir, dtype=torch.float32, device=torch.device("cpu"))
     names = lora_target_modules(model, preset)

@@ -43,7 +43,7 @@ from uirl_agents.integrations.trl import (  # noqa: E402
     make_environment,
     seed_dataset,
 )
-from uirl_agents.models import load_model_and_processor  # noqa: E402
+from uirl_agents.loading.pretrained import load_model_and_processor  # noqa: E402
 from uirl_agents.testing.tiny_model import build_tiny_model  # noqa: E402
 from uirl_gym.runtimes.local import descendant_pids  # noqa: E402
 
@@ -262,7 +262,7 @@ def qwen25vl_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def qwen25vl_processor(qwen25vl_dir: Path) -> Any:
-    from uirl_agents.models import load_processor
+    from uirl_agents.loading.pretrained import load_processor
 
     return use_tool_chat_template(load_processor(qwen25vl_dir))
 
@@ -624,7 +624,7 @@ def test_tool_template_renders_tool_free_chats_as_the_stock_one(tmp_path: Path) 
     from PIL import Image
     from trl.chat_template_utils import is_chat_template_prefix_preserving, supports_tool_calling
 
-    from uirl_agents.models import load_processor
+    from uirl_agents.loading.pretrained import load_processor
 
     processor = load_processor(build_tiny_model("qwen2.5-vl", tmp_path))
     assert not supports_tool_calling(processor)  # the stock Qwen2.5-VL template

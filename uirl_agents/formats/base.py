@@ -146,6 +146,23 @@ class FormatConfig:
             )
 
 
+def grid_pixel(value: float, size: int, target_size: int) -> int:
+    """The pixel of a grid ``target_size`` pixels wide that holds the centre of pixel
+    ``value`` of a grid ``size`` pixels wide over the same extent, clamped to the grid.
+
+    The one coordinate mapping of uirl_agents: every model's points reach the screen
+    through it (:class:`ScreenGeometry`; the vendor agents' display and TRL's downscaled
+    screenshots use a :class:`ScreenGeometry` too). Pixel centres correspond, so a point
+    mapped to a grid at least as fine and back is the point it was.
+
+    >>> [grid_pixel(x, 1024, 1280) for x in (0, 1, 511, 1023)]
+    [0, 1, 639, 1279]
+    >>> [grid_pixel(grid_pixel(x, 1024, 1280), 1280, 1024) for x in (0, 1, 511, 1023)]
+    [0, 1, 511, 1023]
+    """
+    return min(max(math.floor((value + 0.5) * target_size / size), 0), target_size - 1)
+
+
 @dataclass(frozen=True)
 class ScreenGeometry:
     """The screen and the model's image of it; maps points between the two.
@@ -167,27 +184,25 @@ class ScreenGeometry:
     pointer: tuple[int, int] | None = None
 
     def to_screen(self, x: float, y: float) -> tuple[int, int]:
-        """A point in model-image pixels -> screen pixels, rounded and clamped to the screen."""
-        sx = round(x * self.screen_width / self.image_width)
-        sy = round(y * self.screen_height / self.image_height)
+        """A point in model-image pixels -> screen pixels (:func:`grid_pixel`: the pixel
+        under its centre, clamped to the screen)."""
         return (
-            min(max(sx, 0), self.screen_width - 1),
-            min(max(sy, 0), self.screen_height - 1),
+            grid_pixel(x, self.image_width, self.screen_width),
+            grid_pixel(y, self.image_height, self.screen_height),
         )
 
     def to_image(self, x: float | None, y: float | None) -> tuple[int, int]:
-        """A point in screen pixels -> model-image pixels, rounded and clamped to the image.
+        """A point in screen pixels -> model-image pixels (:func:`grid_pixel`, clamped to
+        the image).
 
         Raises:
             ValueError: no point (``None``: an action that needs one and was not validated).
         """
         if x is None or y is None:
             raise ValueError(f"a point is needed, got ({x}, {y})")
-        ix = round(x * self.image_width / self.screen_width)
-        iy = round(y * self.image_height / self.screen_height)
         return (
-            min(max(ix, 0), self.image_width - 1),
-            min(max(iy, 0), self.image_height - 1),
+            grid_pixel(x, self.screen_width, self.image_width),
+            grid_pixel(y, self.screen_height, self.image_height),
         )
 
 

@@ -81,6 +81,7 @@ from typing import Any, ClassVar, Literal, Protocol, cast
 import numpy as np
 from PIL import Image
 
+from uirl_agents.formats.base import ScreenGeometry
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, SCREEN_HEIGHT, SCREEN_WIDTH, ActionType
 from uirl_gym.make import (
     RuntimeSettings,
@@ -683,19 +684,18 @@ class UirlEnvironment:
         return self._act({"type": kind.value, "x": sx, "y": sy}, f"{_verb(kind)} at ({x}, {y}).")
 
     def _screen_point(self, x: Any, y: Any, names: tuple[str, str] = ("x", "y")) -> tuple[int, int]:
-        """Screenshot pixels -> screen pixels: the centre of the screen area the pixel covers."""
+        """Screenshot pixels -> screen pixels: the formats' one mapping (the screen pixel
+        under the centre of the screenshot's)."""
         width, height = self.config.screenshot_size
         point = []
-        for name, value, size, screen in zip(
-            names, (x, y), (width, height), (SCREEN_WIDTH, SCREEN_HEIGHT), strict=True
-        ):
+        for name, value, size in zip(names, (x, y), (width, height), strict=True):
             v = _integer(value, name)
             if not 0 <= v < size:
                 raise ValueError(
                     f"{name}: {v} is outside the {width}x{height} screenshot; use 0..{size - 1}"
                 )
-            point.append(min(screen - 1, int((v + 0.5) * screen / size)))
-        return point[0], point[1]
+            point.append(v)
+        return ScreenGeometry(SCREEN_WIDTH, SCREEN_HEIGHT, width, height).to_screen(*point)
 
     def _act(self, action: dict[str, Any], report: str) -> list[dict[str, Any]]:
         if self.ended is not None:

@@ -49,7 +49,6 @@ from typing import Any
 
 import numpy as np
 
-from uirl_agents.cost import normalize_usage
 from uirl_agents.policies.cua import (
     ComputerUsePolicy,
     Conversation,
@@ -63,6 +62,7 @@ from uirl_agents.policies.cua import (
     wait_seconds,
     warn_if_retiring,
 )
+from uirl_agents.policies.usage import normalize_usage
 from uirl_gym.actions import (
     MAX_SCROLL_AMOUNT,
     MAX_TEXT_LENGTH,

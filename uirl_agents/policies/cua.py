@@ -15,8 +15,9 @@ its result goes back to the model as a tool error: never an exception. A call th
 asks to wait (``ToolCall.waits``) is waited before its ``screenshot`` step.
 
 Screen scaling: the model sees the screenshot resized to its display size
-(:class:`ScreenScaler`), and its coordinates are mapped back to screen pixels, so that
-mapping a screen pixel to the model and back is the identity on the model's pixels.
+(:class:`ScreenScaler`), and its coordinates are mapped back to screen pixels by the
+formats' one mapping (:class:`~uirl_agents.formats.base.ScreenGeometry`), so that mapping
+a screen pixel to the model and back is the identity on the model's pixels.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ import numpy as np
 import requests
 from PIL import Image
 
+from uirl_agents.formats.base import ScreenGeometry
 from uirl_agents.policies.base import PolicyStep
 from uirl_gym.actions import SCREEN_HEIGHT, SCREEN_WIDTH, Action, ActionType
 
@@ -78,13 +80,10 @@ class VendorApiError(RuntimeError):
 
 @dataclass(frozen=True)
 class ScreenScaler:
-    """Maps between screen pixels and the model's display (both pixel grids).
-
-    Pixel centres correspond: model pixel ``x`` is screen pixel
-    ``floor((x + 0.5) * screen_width / width)``, and screen pixel ``X`` is model pixel
-    ``floor((X + 0.5) * width / screen_width)``. When the model's display is at most the
-    screen's size, ``to_model(to_screen(p)) == p`` for every model pixel ``p``: the
-    exact inverse.
+    """The model's display of the screen: its size, and the vendor's integer coordinates
+    checked on it, then mapped by the one mapping (:attr:`geometry`, pixel centres
+    corresponding). When the model's display is at most the screen's size,
+    ``to_model(to_screen(p)) == p`` for every model pixel ``p``: the exact inverse.
 
     Attributes:
         width, height: the display size the model is told and shown.
@@ -113,6 +112,11 @@ class ScreenScaler:
     def identity(self) -> bool:
         return (self.width, self.height) == (self.screen_width, self.screen_height)
 
+    @property
+    def geometry(self) -> ScreenGeometry:
+        """The screen and the display as the formats map points between them."""
+        return ScreenGeometry(self.screen_width, self.screen_height, self.width, self.height)
+
     def to_screen(self, x: Any, y: Any) -> tuple[int, int]:
         """Model coordinates -> screen pixels.
 
@@ -130,18 +134,11 @@ class ScreenScaler:
                 f"coordinate [{x}, {y}] is off the {self.width}x{self.height} display; "
                 f"expected 0 <= x < {self.width}, 0 <= y < {self.height}"
             )
-        px, py = int(fx), int(fy)
-        return (
-            min(self.screen_width - 1, int((px + 0.5) * self.screen_width / self.width)),
-            min(self.screen_height - 1, int((py + 0.5) * self.screen_height / self.height)),
-        )
+        return self.geometry.to_screen(int(fx), int(fy))
 
     def to_model(self, x: int, y: int) -> tuple[int, int]:
         """Screen pixels -> model coordinates."""
-        return (
-            min(self.width - 1, int((x + 0.5) * self.width / self.screen_width)),
-            min(self.height - 1, int((y + 0.5) * self.height / self.screen_height)),
-        )
+        return self.geometry.to_image(x, y)
 
     def image(self, screenshot: np.ndarray) -> np.ndarray:
         """The screenshot as the model sees it (resized with area averaging)."""

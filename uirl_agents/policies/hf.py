@@ -1,5 +1,5 @@
 """HFPolicy: a local transformers VLM as a batched policy (sampling only; the trainers'
-forward pass is :func:`uirl_agents.trainers.scoring.completion_logprobs`).
+forward pass is :func:`uirl_agents.trainers.forward.completion_logprobs`).
 
 One :meth:`HFPolicy.act` call runs one ``generate`` over all sub-envs in the batch
 (prompts left-padded). Per sub-env the policy keeps the episode's instruction, its
@@ -16,7 +16,7 @@ the model's coordinates are pixels of those images.
 Logprob convention: ``PolicyStep.logprobs[t] = log_softmax(logits_t / T)[token_t]``
 with ``T`` the sampling temperature (``T = 1`` for greedy decoding), from the raw
 logits (``output_logits``), before top-k/top-p truncation: the same quantity TRL's
-GRPO computes, and what :func:`~uirl_agents.trainers.scoring.completion_logprobs`
+GRPO computes, and what :func:`~uirl_agents.trainers.forward.completion_logprobs`
 recomputes with one forward pass.
 """
 
@@ -36,7 +36,7 @@ from transformers.processing_utils import ProcessorMixin
 
 from uirl_agents.formats import FormatConfig, ModelFormat, get_format
 from uirl_agents.formats.base import Message, text_part
-from uirl_agents.models import detect_format, load_model_and_processor
+from uirl_agents.loading.pretrained import detect_format, load_model_and_processor
 from uirl_agents.policies.base import PolicyStep
 from uirl_agents.policies.context import EpisodeContexts
 
@@ -376,10 +376,10 @@ class HFPolicy:
         Args:
             name_or_path: a local checkpoint or cached Hub id.
             format_name: "ui-tars" or "qwen2.5-vl"; None picks it from the checkpoint
-                (:func:`uirl_agents.models.detect_format`).
+                (:func:`uirl_agents.loading.pretrained.detect_format`).
             config: prompting and sampling settings.
             adapter_path: a peft LoRA adapter to load on top.
-            **model_kwargs: passed to :func:`uirl_agents.models.load_model`.
+            **model_kwargs: passed to :func:`uirl_agents.loading.pretrained.load_model`.
 
         Raises:
             ValueError: no format given and none can be told from the checkpoint.

@@ -55,7 +55,6 @@ from typing import Any
 
 import numpy as np
 
-from uirl_agents.cost import normalize_usage
 from uirl_agents.policies.anthropic import text_chunks
 from uirl_agents.policies.cua import (
     ComputerUsePolicy,
@@ -69,6 +68,7 @@ from uirl_agents.policies.cua import (
     vendor_credentials,
     warn_if_retiring,
 )
+from uirl_agents.policies.usage import normalize_usage
 from uirl_gym.actions import (
     MAX_SCROLL_AMOUNT,
     SCROLL_NOTCH_PX,

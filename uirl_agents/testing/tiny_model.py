@@ -3,7 +3,7 @@
 :func:`build_tiny_model` writes a real transformers checkpoint folder (config,
 safetensors weights, a tokenizer trained here, the family's chat template, image
 processor and processor configs) that loads through
-:func:`uirl_agents.models.load_model_and_processor` exactly like a Hub checkpoint.
+:func:`uirl_agents.loading.pretrained.load_model_and_processor` exactly like a Hub checkpoint.
 One builder per family (:data:`FAMILIES`); they share the tokenizer training
 (:func:`train_bpe`), the tiny text sizes (:data:`TEXT_SIZES`) and the saving
 (:func:`_save`).
@@ -78,7 +78,7 @@ from transformers.processing_utils import ProcessorMixin
 from transformers.tokenization_utils_tokenizers import TokenizersBackend
 
 from uirl_agents.formats import FORMATS, get_format
-from uirl_agents.models import image_only_processor_class
+from uirl_agents.loading.pretrained import image_only_processor_class
 from uirl_gym.actions import Action, ActionType
 
 logger = logging.getLogger(__name__)
@@ -761,7 +761,7 @@ def build_tiny_paligemma(out_dir: str | Path, *, seed: int = 0) -> Path:
     """A tiny random PaliGemma: SigLIP on a 28 px square (4 image tokens), Gemma text.
 
     PaliGemma checkpoints ship no chat template; this one neither, so it loads with
-    :data:`uirl_agents.models.PLAIN_CHAT_TEMPLATE` like a real one.
+    :data:`uirl_agents.loading.pretrained.PLAIN_CHAT_TEMPLATE` like a real one.
     """
     tokenizer = _generic_tokenizer(
         bos="<bos>", eos="<eos>", pad="<pad>", extra_special=("<image>",), chat_template=None

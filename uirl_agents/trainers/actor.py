@@ -47,10 +47,10 @@ from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import torch
 
+from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.base import Policy
 from uirl_agents.policies.hf import HFPolicy
 from uirl_agents.trainers.metrics import policy_seconds
-from uirl_agents.trajectories import Episode
 
 if TYPE_CHECKING:
     from uirl_agents.trainers.run import TrainingRun

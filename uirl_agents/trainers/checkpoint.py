@@ -142,6 +142,23 @@ def load_state(checkpoint: Path) -> dict[str, Any]:
     return json.loads((checkpoint / STATE_FILE).read_text())
 
 
+def resumed_state(checkpoint: Path | None, trainer: str, output_dir: Path) -> dict[str, Any]:
+    """The counters saved with the checkpoint a run resumes from (fresh ones without one).
+
+    Raises:
+        ValueError: the run folder holds another trainer's run.
+    """
+    state: dict[str, Any] = {"episodes": 0, "trainer": trainer}
+    if checkpoint is not None:
+        state.update(load_state(checkpoint))
+    if state["trainer"] != trainer:
+        raise ValueError(
+            f"{output_dir} holds a {state['trainer']} run, not {trainer}: "
+            "give this run another --output-dir"
+        )
+    return state
+
+
 def load_extra(checkpoint: Path, name: str) -> Any | None:
     """What ``save_checkpoint(extra={name: ...})`` saved (None: nothing saved)."""
     path = checkpoint / f"{name}.pt"

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 
-from uirl_agents.trainers.config import ConfigT, GRPOConfig, RSConfig, TrainConfig
+from uirl_agents.trainers.config import ConfigT, GRPOConfig, PPOConfig, RSConfig, TrainConfig
 from uirl_agents.trainers.metrics import MetricsBackendMissingError, check_backends
 
 logger = logging.getLogger(__name__)
@@ -181,7 +181,7 @@ def load_config(
     """Build ``cls`` from a YAML file and dotted overrides (strings are read as YAML).
 
     Args:
-        cls: :class:`RSConfig` or :class:`GRPOConfig`.
+        cls: :class:`RSConfig`, :class:`GRPOConfig` or :class:`PPOConfig`.
         path: a YAML file (None: defaults only); see :func:`read_config_file`.
         overrides: ``{"optim.learning_rate": "1e-4", ...}``, applied after the file.
 
@@ -326,13 +326,22 @@ def config_markdown(cls: type) -> str:
 
 def main() -> None:
     """Print the config tables (``python -m uirl_agents.trainers.cli``)."""
-    print("### Shared fields (both trainers)\n")  # noqa: T201
+    print("### Shared fields (every trainer)\n")  # noqa: T201
     shared = {n for n, *_ in iter_fields(TrainConfig)}
     print(config_markdown(TrainConfig))  # noqa: T201
-    for cls, section in ((RSConfig, "rs"), (GRPOConfig, "grpo")):
+    # GRPOConfig's ppo section is the deprecated algorithm: ppo's: PPOConfig's table has it.
+    for cls, section, elsewhere in (
+        (RSConfig, "rs", ()),
+        (GRPOConfig, "grpo", ("ppo.",)),
+        (PPOConfig, "ppo", ()),
+    ):
         print(f"\n### `{section}` ({cls.__name__} only)\n")  # noqa: T201
-        rows = config_markdown(cls).splitlines()
-        print("\n".join(rows[:2] + [r for r in rows[2:] if r.split("`")[1] not in shared]))  # noqa: T201
+        rows = [
+            r
+            for r in config_markdown(cls).splitlines()[2:]
+            if r.split("`")[1] not in shared and not r.split("`")[1].startswith(elsewhere)
+        ]
+        print("\n".join(config_markdown(cls).splitlines()[:2] + rows))  # noqa: T201
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Trainer configs: dataclasses with help on every field, loaded from YAML + command line.
 
-One dataclass per trainer (:class:`RSConfig`, :class:`GRPOConfig`), both composed of
-the shared sections (:class:`ModelConfig`, :class:`EnvConfig`, :class:`RolloutConfig`,
-:class:`OptimConfig`, :class:`LoggingConfig`, :class:`CheckpointConfig`,
-:class:`EvalConfig`, :class:`HubConfig`) plus one section of their own (``rs`` /
-``grpo``). A YAML file may hold both trainers' sections: each trainer ignores the other
-one's.
+One dataclass per trainer (:class:`RSConfig`, :class:`GRPOConfig`, :class:`PPOConfig`),
+each composed of the shared sections (:class:`ModelConfig`, :class:`EnvConfig`,
+:class:`RolloutConfig`, :class:`OptimConfig`, :class:`LoggingConfig`,
+:class:`CheckpointConfig`, :class:`EvalConfig`, :class:`HubConfig`) plus one section of
+its own (``rs`` / ``grpo`` / ``ppo``; GRPO's and PPO's share the clipped surrogate's
+fields, :class:`SurrogateSection`). A YAML file may hold every trainer's section: each
+trainer ignores the others'. A GRPO config's ``algorithm: ppo`` (PPO with the grpo
+section's surrogate fields) is deprecated: :data:`PPO_SPELLING`.
 
 The help text lives once, in each field's ``metadata["help"]``; the command line
 (``--section.field VALUE``), ``--help`` and the table in docs/training.md all read it
@@ -18,13 +20,15 @@ from there (:mod:`uirl_agents.trainers.cli`).
 
 from __future__ import annotations
 
+import copy
 import logging
 import typing
-from dataclasses import MISSING, dataclass, field
+import warnings
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from uirl_agents.quantization import quantization_mode
+from uirl_agents.loading.quantization import quantization_mode
 from uirl_gym.actions import check_screen
 from uirl_gym.make import DENSE_ON_OPENENV, RuntimeSettings
 
@@ -339,8 +343,8 @@ class RSSection:
 
 
 @dataclass
-class GRPOSection:
-    """GRPO over multi-step episodes."""
+class SurrogateSection:
+    """The clipped surrogate's settings, GRPO's and PPO's (each in its own section)."""
 
     clip_epsilon: float = param(0.2, help="PPO clip range: ratio clipped to [1-eps, 1+eps].")
     kl_beta: float = param(
@@ -363,16 +367,23 @@ class GRPOSection:
         "over each episode's tokens, then over episodes (every episode weighs the same, "
         "however long; docs/training.md).",
     )
+    negative_advantage_scale: float = param(
+        1.0,
+        help="Multiply negative advantages by this (1: as computed; 0: train only on what "
+        "did better than its baseline: GRPO's episodes above their group's mean, PPO's "
+        "steps above their value). Below 1 when failed episodes' off-trajectory tokens "
+        "drown the successes' signal (docs/training.md, Learning demo).",
+    )
+
+
+@dataclass
+class GRPOSection(SurrogateSection):
+    """GRPO over multi-step episodes: the surrogate's settings and the groups'."""
+
     leave_one_out: bool = param(
         False, help="Baseline: the mean of the group's other episodes (RLOO), not the mean."
     )
     scale_advantages: bool = param(True, help="Divide advantages by the group's reward std.")
-    negative_advantage_scale: float = param(
-        1.0,
-        help="Multiply negative advantages by this (1: plain GRPO; 0: train only on the "
-        "episodes above their group's baseline; PPO: its step advantages). Below 1 when failed episodes' "
-        "off-trajectory tokens drown the successes' signal (docs/training.md, Learning demo).",
-    )
     advantage_from: Literal["return", "success"] = param(
         "return",
         help="What a group's advantages compare: each episode's return (its summed rewards), "
@@ -399,8 +410,8 @@ class GRPOSection:
 
 
 @dataclass
-class PPOSection:
-    """PPO with a value head (``algorithm: ppo``); also uses grpo.clip_epsilon, kl_beta, tis_cap."""
+class PPOSection(SurrogateSection):
+    """PPO with a value head: the surrogate's settings and the critic's."""
 
     gamma: float = param(1.0, help="Discount of per-step rewards in GAE.")
     lam: float = param(
@@ -427,12 +438,25 @@ class PPOSection:
     )
 
 
+# The surrogate's fields, which a GRPO config's deprecated `algorithm: ppo` reads from its
+# grpo section (PPOConfig reads them from its ppo section).
+SURROGATE_FIELDS = tuple(f.name for f in fields(SurrogateSection))
+# Said when a GRPO config asks for PPO (`algorithm: ppo`, train_grpo.py --algorithm ppo).
+PPO_SPELLING = (
+    "algorithm: ppo in a GRPO config (scripts/train_grpo.py --algorithm ppo, PPO's loss "
+    "read from grpo.*) is deprecated and goes in the next release: run scripts/train_ppo.py "
+    "(PPOConfig), which reads all of PPO's settings from its own ppo section: "
+    + ", ".join(f"grpo.{name} -> ppo.{name}" for name in SURROGATE_FIELDS)
+)
+
+
 # ---- trainers -------------------------------------------------------------------------
 
 
 @dataclass
 class TrainConfig:
-    """What both trainers share. Use :class:`RSConfig` or :class:`GRPOConfig`."""
+    """What every trainer shares. Use :class:`RSConfig`, :class:`GRPOConfig` or
+    :class:`PPOConfig`."""
 
     iterations: int = param(100, help="Iterations (collect, then update) in the whole run.")
     seed: int = param(0, help="Seeds models, sampling and the task instances of each iteration.")
@@ -445,99 +469,25 @@ class TrainConfig:
     eval: EvalConfig = param(factory=EvalConfig, help="Evaluation.")
     hub: HubConfig = param(factory=HubConfig, help="Sharing on the Hub.")
 
-    # Sections of the other trainer, accepted (and ignored) in a shared YAML file.
+    # Sections of the other trainers, accepted (and ignored) in a shared YAML file.
     ignored_sections: typing.ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
-        m, env, r, o = self.model, self.env, self.rollout, self.optim
+        """The cross-field checks, section by section (``ValueError`` naming the fix)."""
+        m, o = self.model, self.optim
         if o.learning_rate is None:  # derived once, here, and logged with the config
             o.learning_rate = LORA_LEARNING_RATE if m.lora_rank > 0 else FULL_FINETUNE_LEARNING_RATE
-        if (m.lora_preset == "custom") != (m.lora_target_modules is not None):
-            raise ValueError(
-                "model.lora_target_modules goes with model.lora_preset: custom (and custom "
-                f"needs it); got lora_preset {m.lora_preset!r}, lora_target_modules "
-                f"{m.lora_target_modules!r}"
-            )
         _check(self.iterations >= 1, "iterations", ">= 1", self.iterations)
-        _check(m.lora_rank >= 0, "model.lora_rank", ">= 0 (0: full fine-tuning)", m.lora_rank)
-        _check(0 <= m.lora_dropout < 1, "model.lora_dropout", "in [0, 1)", m.lora_dropout)
-        check_quantization(m)
-        if m.adapter_path is not None and m.lora_rank == 0:
-            raise ValueError(
-                "model.adapter_path is set but model.lora_rank is 0 (full fine-tuning): "
-                "set model.lora_rank > 0 to train the adapter, or unset model.adapter_path"
-            )
-        _check(env.num_envs >= 1, "env.num_envs", ">= 1", env.num_envs)
-        _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
-        if env.reward_mode == "dense" and not env.has_oracle:
-            raise ValueError(DENSE_ON_OPENENV)
-        if env.screen_size is not None:
-            try:
-                check_screen(env.screen_size)
-            except ValueError as exc:
-                raise ValueError(f"env.screen_size: {exc}") from None
-            if env.runtime == "openenv":
-                raise ValueError(
-                    "env.screen_size: an OpenEnv server serves its own screen; "
-                    "leave it unset with env.runtime openenv"
-                )
-        _check_tasks(env)
-        if env.task_seed is not None:
-            _check(
-                0 <= env.task_seed < 2**31,
-                "env.task_seed",
-                "in [0, 2**31) (seeds from 2**31 up are evaluation's)",
-                env.task_seed,
-            )
-        _check(r.group_size >= 1, "rollout.group_size", ">= 1", r.group_size)
-        if r.episodes_per_iteration < 1 or r.episodes_per_iteration % r.group_size:
-            raise ValueError(
-                f"rollout.episodes_per_iteration: expected a positive multiple of "
-                f"rollout.group_size = {r.group_size}, got {r.episodes_per_iteration}"
-            )
-        _check(r.temperature > 0, "rollout.temperature", "> 0", r.temperature)
-        _check(0 < r.top_p <= 1, "rollout.top_p", "in (0, 1]", r.top_p)
-        _check(r.max_new_tokens >= 1, "rollout.max_new_tokens", ">= 1", r.max_new_tokens)
-        _check(r.max_images >= 1, "rollout.max_images", ">= 1", r.max_images)
-        _check(r.max_staleness >= 1, "rollout.max_staleness", ">= 1", r.max_staleness)
-        if r.mode == "async" and m.fsdp:
-            raise ValueError(
-                "rollout.mode async samples with a copy of the weights in a thread of its own, "
-                "and FSDP holds them in shards gathered by collectives: set rollout.mode: sync "
-                "with model.fsdp (or model.fsdp: false)"
-            )
-        if r.backend == "vllm" and m.lora_rank == 0:
-            raise ValueError(
-                "rollout.backend is vllm, which loads LoRA adapters at run time, but "
-                "model.lora_rank is 0: set model.lora_rank > 0 or rollout.backend: hf"
-            )
-        _check(o.learning_rate > 0, "optim.learning_rate", "> 0", o.learning_rate)
-        _check(o.epochs >= 1, "optim.epochs", ">= 1", o.epochs)
-        _check(o.micro_batch_tokens >= 1, "optim.micro_batch_tokens", ">= 1", o.micro_batch_tokens)
-        _check(
-            o.grad_accumulation_steps >= 1,
-            "optim.grad_accumulation_steps",
-            ">= 1",
-            o.grad_accumulation_steps,
-        )
-        _check(o.max_grad_norm >= 0, "optim.max_grad_norm", ">= 0", o.max_grad_norm)
-        _check(o.warmup_iterations >= 0, "optim.warmup_iterations", ">= 0", o.warmup_iterations)
-        if o.warmup_iterations and o.lr_scheduler == "constant":
-            raise ValueError(
-                f"optim.warmup_iterations = {o.warmup_iterations} does nothing with "
-                "optim.lr_scheduler: constant: set optim.lr_scheduler: constant_with_warmup "
-                "(or linear, cosine), or optim.warmup_iterations: 0"
-            )
-        _check(self.checkpoint.every >= 1, "checkpoint.every", ">= 1", self.checkpoint.every)
-        _check(
-            self.checkpoint.keep_last >= 1,
-            "checkpoint.keep_last",
-            ">= 1",
-            self.checkpoint.keep_last,
-        )
-        _check(self.eval.episodes >= 0, "eval.episodes", ">= 0", self.eval.episodes)
-        _check(self.eval.every >= 1, "eval.every", ">= 1", self.eval.every)
-        _check(self.eval.temperature >= 0, "eval.temperature", ">= 0", self.eval.temperature)
+        _check_model(m)
+        _check_env(self.env)
+        _check_rollout(self.rollout, m)
+        _check_optim(o)
+        c, e = self.checkpoint, self.eval
+        _check(c.every >= 1, "checkpoint.every", ">= 1", c.every)
+        _check(c.keep_last >= 1, "checkpoint.keep_last", ">= 1", c.keep_last)
+        _check(e.episodes >= 0, "eval.episodes", ">= 0", e.episodes)
+        _check(e.every >= 1, "eval.every", ">= 1", e.every)
+        _check(e.temperature >= 0, "eval.temperature", ">= 0", e.temperature)
 
     @property
     def eval_max_steps(self) -> int:
@@ -564,12 +514,33 @@ def config_as(config: TrainConfig, kind: type[ConfigT]) -> ConfigT:
     return config
 
 
+def check_world_size(config: TrainConfig, world_size: int) -> None:
+    """The iteration's groups and the evaluation episodes split evenly over the processes.
+
+    Raises:
+        ValueError: they do not (the message says what to set).
+    """
+    r, e = config.rollout, config.eval
+    per = world_size * r.group_size
+    if r.episodes_per_iteration % per:
+        raise ValueError(
+            f"rollout.episodes_per_iteration = {r.episodes_per_iteration} must split into "
+            f"whole groups of {r.group_size} on each of {world_size} processes: set it "
+            f"to a multiple of {per}"
+        )
+    if e.episodes % world_size:
+        raise ValueError(
+            f"eval.episodes = {e.episodes} must split evenly over {world_size} "
+            f"processes: set it to a multiple of {world_size}"
+        )
+
+
 @dataclass
 class RSConfig(TrainConfig):
     """Expert iteration: the shared sections + ``rs``."""
 
     rs: RSSection = param(factory=RSSection, help="Expert iteration.")
-    ignored_sections: typing.ClassVar[tuple[str, ...]] = ("grpo",)
+    ignored_sections: typing.ClassVar[tuple[str, ...]] = ("grpo", "ppo")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -584,16 +555,55 @@ class RSConfig(TrainConfig):
 
 
 @dataclass
+class PPOConfig(TrainConfig):
+    """PPO (``scripts/train_ppo.py``): the shared sections + ``ppo``."""
+
+    algorithm: Literal["ppo"] = param(
+        "ppo",
+        help="Always ppo: names the algorithm in the saved config (a GRPO config's "
+        "algorithm: ppo is the deprecated spelling of this config).",
+    )
+    ppo: PPOSection = param(factory=PPOSection, help="PPO.")
+    ignored_sections: typing.ClassVar[tuple[str, ...]] = ("rs", "grpo")
+
+    @property
+    def trains_value_head(self) -> bool:
+        return True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        p = self.ppo
+        _check_surrogate(p, "ppo", self)
+        _check(0 <= p.gamma <= 1, "ppo.gamma", "in [0, 1]", p.gamma)
+        _check(0 <= p.lam <= 1, "ppo.lam", "in [0, 1]", p.lam)
+        _check(p.value_coef >= 0, "ppo.value_coef", ">= 0", p.value_coef)
+        if p.value_clip is not None:
+            _check(p.value_clip > 0, "ppo.value_clip", "> 0 (or null: unclipped)", p.value_clip)
+        _check(p.advantage_std_floor >= 0, "ppo.advantage_std_floor", ">= 0", p.advantage_std_floor)
+        if self.model.fsdp:
+            raise ValueError(
+                "PPO does not run sharded yet (its value head sits outside FSDP): "
+                "set model.fsdp: false, or algorithm: grpo (scripts/train_grpo.py)"
+            )
+
+
+@dataclass
 class GRPOConfig(TrainConfig):
-    """GRPO: the shared sections + ``grpo``; with ``algorithm: ppo``, PPO (+ ``ppo``)."""
+    """GRPO: the shared sections + ``grpo``. (With the deprecated ``algorithm: ppo``,
+    PPO: :meth:`as_ppo`.)"""
 
     algorithm: Literal["grpo", "ppo"] = param(
         "grpo",
-        help="grpo: group-relative advantages of episode returns; ppo: a value head and GAE "
-        "over per-step rewards (the ppo section; docs/training.md, PPO).",
+        help="grpo: group-relative advantages of episode returns. ppo (deprecated: run "
+        "scripts/train_ppo.py, whose ppo section holds all of PPO's settings): PPO with "
+        "the grpo section's surrogate settings and the ppo section's others.",
     )
     grpo: GRPOSection = param(factory=GRPOSection, help="GRPO.")
-    ppo: PPOSection = param(factory=PPOSection, help="PPO (algorithm: ppo).")
+    ppo: PPOSection = param(
+        factory=PPOSection,
+        help="PPO's settings: scripts/train_ppo.py's (here read only with the deprecated "
+        "algorithm: ppo).",
+    )
     ignored_sections: typing.ClassVar[tuple[str, ...]] = ("rs",)
 
     @property
@@ -602,64 +612,50 @@ class GRPOConfig(TrainConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.algorithm == "ppo":
-            self._check_ppo()
-        elif self.rollout.group_size < 2:
-            raise ValueError(
-                f"rollout.group_size: GRPO needs >= 2 episodes per task instance (the "
-                f"advantages of a group of 1 are all 0), got {self.rollout.group_size}: set "
-                "rollout.group_size >= 2"
-            )
-        _check(self.grpo.clip_epsilon > 0, "grpo.clip_epsilon", "> 0", self.grpo.clip_epsilon)
-        _check(self.grpo.kl_beta >= 0, "grpo.kl_beta", ">= 0", self.grpo.kl_beta)
         g = self.grpo
+        _check_surrogate(g, "grpo", self)
         _check(
             g.replay_per_instance >= 1, "grpo.replay_per_instance", ">= 1", g.replay_per_instance
         )
         _check(
             g.replay_max_instances >= 1, "grpo.replay_max_instances", ">= 1", g.replay_max_instances
         )
-        _check(
-            self.grpo.negative_advantage_scale >= 0,
-            "grpo.negative_advantage_scale",
-            ">= 0",
-            self.grpo.negative_advantage_scale,
-        )
-        if self.rollout.mode == "async" and self.grpo.tis_cap is None:
-            # Derived once, here: an actor's tokens come from older weights than the
-            # learner's, and the weight corrects for it (docs/training.md).
-            self.grpo.tis_cap = ASYNC_TIS_CAP
-        if self.rollout.backend == "vllm" and self.grpo.tis_cap is None:
-            # vLLM's kernels sample from another distribution than the trainer's: the
-            # trainer's old logprobs centre the ratio, the weight corrects the sampling
-            # (TRL's vllm_importance_sampling_correction is on by default too).
-            self.grpo.tis_cap = VLLM_TIS_CAP
-        if self.grpo.tis_cap is not None:
-            _check(self.grpo.tis_cap >= 1, "grpo.tis_cap", ">= 1 (or null: off)", self.grpo.tis_cap)
-        if self.grpo.kl_beta > 0 and self.model.lora_rank == 0:
+        if self.algorithm == "ppo":
+            warnings.warn(PPO_SPELLING, DeprecationWarning, stacklevel=3)
+            self.as_ppo()  # PPO's checks, as a PPOConfig makes them
+        elif self.rollout.group_size < 2:
             raise ValueError(
-                "grpo.kl_beta > 0 needs a reference model; the trainer uses the same model "
-                "with its LoRA adapter disabled, so set model.lora_rank > 0 (or grpo.kl_beta: 0)"
+                f"rollout.group_size: GRPO needs >= 2 episodes per task instance (the "
+                f"advantages of a group of 1 are all 0), got {self.rollout.group_size}: set "
+                "rollout.group_size >= 2"
             )
 
-    def _check_ppo(self) -> None:
-        p = self.ppo
-        _check(0 <= p.gamma <= 1, "ppo.gamma", "in [0, 1]", p.gamma)
-        _check(0 <= p.lam <= 1, "ppo.lam", "in [0, 1]", p.lam)
-        _check(p.value_coef >= 0, "ppo.value_coef", ">= 0", p.value_coef)
-        if p.value_clip is not None:
-            _check(p.value_clip > 0, "ppo.value_clip", "> 0 (or null: unclipped)", p.value_clip)
-        _check(p.advantage_std_floor >= 0, "ppo.advantage_std_floor", ">= 0", p.advantage_std_floor)
+    def as_ppo(self) -> PPOConfig:
+        """The :class:`PPOConfig` the deprecated ``algorithm: ppo`` asks for: PPO's loss
+        reads this config's grpo surrogate fields (:data:`SURROGATE_FIELDS`), as it did.
+
+        Raises:
+            ValueError: ``grpo.replay`` (PPO forms no groups), a ppo surrogate field set to
+                another value than grpo's, or a failed PPO check.
+        """
         if self.grpo.replay:
             raise ValueError(
                 "grpo.replay swaps episodes within GRPO groups, which PPO does not form: "
                 "set grpo.replay: false with algorithm: ppo"
             )
-        if self.model.fsdp:
-            raise ValueError(
-                "algorithm: ppo does not run sharded yet (its value head sits outside FSDP): "
-                "set model.fsdp: false, or algorithm: grpo"
-            )
+        ppo = copy.deepcopy(self.ppo)
+        default = SurrogateSection()
+        for name in SURROGATE_FIELDS:
+            given, read = getattr(ppo, name), getattr(self.grpo, name)
+            if given not in (getattr(default, name), read):
+                raise ValueError(
+                    f"ppo.{name} = {given!r} but grpo.{name} = {read!r}: with algorithm: ppo "
+                    f"in a GRPO config PPO reads grpo.{name}; run scripts/train_ppo.py, "
+                    f"which reads ppo.{name}"
+                )
+            setattr(ppo, name, read)
+        shared = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(TrainConfig)}
+        return PPOConfig(**shared, ppo=ppo)
 
 
 def check_quantization(m: ModelConfig) -> None:
@@ -693,6 +689,124 @@ def _check(ok: bool, name: str, expected: str, got: Any) -> None:
         raise ValueError(f"{name}: expected {expected}, got {got!r}")
 
 
+def _check_model(m: ModelConfig) -> None:
+    if (m.lora_preset == "custom") != (m.lora_target_modules is not None):
+        raise ValueError(
+            "model.lora_target_modules goes with model.lora_preset: custom (and custom "
+            f"needs it); got lora_preset {m.lora_preset!r}, lora_target_modules "
+            f"{m.lora_target_modules!r}"
+        )
+    _check(m.lora_rank >= 0, "model.lora_rank", ">= 0 (0: full fine-tuning)", m.lora_rank)
+    _check(0 <= m.lora_dropout < 1, "model.lora_dropout", "in [0, 1)", m.lora_dropout)
+    check_quantization(m)
+    if m.adapter_path is not None and m.lora_rank == 0:
+        raise ValueError(
+            "model.adapter_path is set but model.lora_rank is 0 (full fine-tuning): "
+            "set model.lora_rank > 0 to train the adapter, or unset model.adapter_path"
+        )
+
+
+def _check_env(env: EnvConfig) -> None:
+    _check(env.num_envs >= 1, "env.num_envs", ">= 1", env.num_envs)
+    _check(env.max_steps >= 1, "env.max_steps", ">= 1", env.max_steps)
+    if env.reward_mode == "dense" and not env.has_oracle:
+        raise ValueError(DENSE_ON_OPENENV)
+    if env.screen_size is not None:
+        try:
+            check_screen(env.screen_size)
+        except ValueError as exc:
+            raise ValueError(f"env.screen_size: {exc}") from None
+        if env.runtime == "openenv":
+            raise ValueError(
+                "env.screen_size: an OpenEnv server serves its own screen; "
+                "leave it unset with env.runtime openenv"
+            )
+    _check_tasks(env)
+    if env.task_seed is not None:
+        _check(
+            0 <= env.task_seed < 2**31,
+            "env.task_seed",
+            "in [0, 2**31) (seeds from 2**31 up are evaluation's)",
+            env.task_seed,
+        )
+
+
+def _check_rollout(r: RolloutConfig, m: ModelConfig) -> None:
+    _check(r.group_size >= 1, "rollout.group_size", ">= 1", r.group_size)
+    if r.episodes_per_iteration < 1 or r.episodes_per_iteration % r.group_size:
+        raise ValueError(
+            f"rollout.episodes_per_iteration: expected a positive multiple of "
+            f"rollout.group_size = {r.group_size}, got {r.episodes_per_iteration}"
+        )
+    _check(r.temperature > 0, "rollout.temperature", "> 0", r.temperature)
+    _check(0 < r.top_p <= 1, "rollout.top_p", "in (0, 1]", r.top_p)
+    _check(r.max_new_tokens >= 1, "rollout.max_new_tokens", ">= 1", r.max_new_tokens)
+    _check(r.max_images >= 1, "rollout.max_images", ">= 1", r.max_images)
+    _check(r.max_staleness >= 1, "rollout.max_staleness", ">= 1", r.max_staleness)
+    if r.mode == "async" and m.fsdp:
+        raise ValueError(
+            "rollout.mode async samples with a copy of the weights in a thread of its own, "
+            "and FSDP holds them in shards gathered by collectives: set rollout.mode: sync "
+            "with model.fsdp (or model.fsdp: false)"
+        )
+    if r.backend == "vllm" and m.lora_rank == 0:
+        raise ValueError(
+            "rollout.backend is vllm, which loads LoRA adapters at run time, but "
+            "model.lora_rank is 0: set model.lora_rank > 0 or rollout.backend: hf"
+        )
+
+
+def _check_optim(o: OptimConfig) -> None:
+    if o.learning_rate is None:
+        raise ValueError("optim.learning_rate: unresolved (TrainConfig.__post_init__ sets it)")
+    _check(o.learning_rate > 0, "optim.learning_rate", "> 0", o.learning_rate)
+    _check(o.epochs >= 1, "optim.epochs", ">= 1", o.epochs)
+    _check(o.micro_batch_tokens >= 1, "optim.micro_batch_tokens", ">= 1", o.micro_batch_tokens)
+    _check(
+        o.grad_accumulation_steps >= 1,
+        "optim.grad_accumulation_steps",
+        ">= 1",
+        o.grad_accumulation_steps,
+    )
+    _check(o.max_grad_norm >= 0, "optim.max_grad_norm", ">= 0", o.max_grad_norm)
+    _check(o.warmup_iterations >= 0, "optim.warmup_iterations", ">= 0", o.warmup_iterations)
+    if o.warmup_iterations and o.lr_scheduler == "constant":
+        raise ValueError(
+            f"optim.warmup_iterations = {o.warmup_iterations} does nothing with "
+            "optim.lr_scheduler: constant: set optim.lr_scheduler: constant_with_warmup "
+            "(or linear, cosine), or optim.warmup_iterations: 0"
+        )
+
+
+def _check_surrogate(s: SurrogateSection, section: str, config: TrainConfig) -> None:
+    """The clipped surrogate's settings in ``section`` (``grpo`` or ``ppo``); an unset
+    ``tis_cap`` is derived here, once, for rollouts from other weights or kernels."""
+    _check(s.clip_epsilon > 0, f"{section}.clip_epsilon", "> 0", s.clip_epsilon)
+    _check(s.kl_beta >= 0, f"{section}.kl_beta", ">= 0", s.kl_beta)
+    _check(
+        s.negative_advantage_scale >= 0,
+        f"{section}.negative_advantage_scale",
+        ">= 0",
+        s.negative_advantage_scale,
+    )
+    if config.rollout.mode == "async" and s.tis_cap is None:
+        # An actor's tokens come from older weights than the learner's, and the weight
+        # corrects for it (docs/training.md).
+        s.tis_cap = ASYNC_TIS_CAP
+    if config.rollout.backend == "vllm" and s.tis_cap is None:
+        # vLLM's kernels sample from another distribution than the trainer's: the
+        # trainer's old logprobs centre the ratio, the weight corrects the sampling
+        # (TRL's vllm_importance_sampling_correction is on by default too).
+        s.tis_cap = VLLM_TIS_CAP
+    if s.tis_cap is not None:
+        _check(s.tis_cap >= 1, f"{section}.tis_cap", ">= 1 (or null: off)", s.tis_cap)
+    if s.kl_beta > 0 and config.model.lora_rank == 0:
+        raise ValueError(
+            f"{section}.kl_beta > 0 needs a reference model; the trainer uses the same model "
+            f"with its LoRA adapter disabled, so set model.lora_rank > 0 (or {section}.kl_beta: 0)"
+        )
+
+
 def _check_tasks(env: EnvConfig) -> None:
     """``env.tasks`` and ``env.task_options`` name known tasks, with weights > 0 and
     options each task accepts (``ValueError`` before any session starts)."""
@@ -717,7 +831,7 @@ def _check_tasks(env: EnvConfig) -> None:
 
 def _check_demonstrations(run_dirs: list[str]) -> None:
     """Each of ``rs.demonstrations`` is a run directory with episodes in it."""
-    from uirl_agents.trajectories import EPISODES_FILE
+    from uirl_agents.episodes.trajectories import EPISODES_FILE
 
     for run_dir in run_dirs:
         if not isinstance(run_dir, str) or not run_dir:

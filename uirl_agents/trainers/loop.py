@@ -15,16 +15,18 @@ Per iteration, on every process:
    :class:`~uirl_agents.trainers.update.TokenSample` (its exact prompt and the sampled
    ids) with its weight, the advantage.
 4. **Score** (:meth:`Algorithm.score`): the trainer's own logprobs before the update
-   (:func:`~uirl_agents.trainers.scoring.score_samples`); PPO's values and advantages.
+   (:func:`~uirl_agents.trainers.forward.score_samples`); PPO's values and advantages.
 5. **Update**: ``optim.epochs`` passes of :meth:`Algorithm.loss` over micro-batches,
    gradients summed over processes, clipped, AdamW
    (:func:`~uirl_agents.trainers.update.run_update`).
 6. **Evaluate** when due, **log** at step ``iteration + 1``, **checkpoint** when due
    (:class:`~uirl_agents.trainers.run.TrainingRun`).
 
-The algorithms are :class:`~uirl_agents.trainers.rs.ExpertIteration`,
-:class:`~uirl_agents.trainers.grpo.GRPO` and :class:`~uirl_agents.trainers.ppo.PPO`;
-each supplies only its hooks. This module imports none of them.
+The algorithms (:mod:`uirl_agents.trainers.algorithms`) are
+:class:`~uirl_agents.trainers.algorithms.expert_iteration.ExpertIteration`,
+:class:`~uirl_agents.trainers.algorithms.grpo.GRPO` and
+:class:`~uirl_agents.trainers.algorithms.ppo.PPO`; each supplies only its hooks. This
+module imports none of them.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
+from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.base import Policy
 from uirl_agents.trainers.actor import iteration_rollouts
 from uirl_agents.trainers.config import TrainConfig
@@ -43,7 +46,6 @@ from uirl_agents.trainers.metrics import Stopwatch, perf_metrics
 from uirl_agents.trainers.push import push_result
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.update import BatchLoss, TokenSample, run_update
-from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from uirl_agents.trajectories import Episode
+from uirl_agents.episodes.trajectories import Episode
+from uirl_agents.trainers.config import LoggingConfig
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +153,22 @@ class MetricsLogger:
             self._wandb.finish()
 
 
+def run_metrics_logger(
+    logging: LoggingConfig, output_dir: Path, config: dict[str, Any], *, start_step: int
+) -> MetricsLogger:
+    """A run's metric sinks as its ``logging`` section says (``config``: the run's whole
+    config, logged to W&B)."""
+    return MetricsLogger(
+        output_dir,
+        logging.report_to,
+        Path(logging.log_dir) if logging.log_dir else output_dir / "tb",
+        logging.run_name or output_dir.name,
+        logging.wandb_project,
+        config,
+        start_step=start_step,
+    )
+
+
 def read_metrics(output_dir: str | Path) -> list[dict[str, float]]:
     """The records of ``metrics.jsonl``, in order."""
     path = Path(output_dir) / METRICS_FILE
@@ -245,3 +262,24 @@ def perf_metrics(totals: dict[str, float], wall_s: float, tokens: float) -> dict
 def policy_seconds(episodes: Sequence[Episode]) -> float:
     """Generation wall time of these episodes (each step holds its share of its batch)."""
     return sum(s.policy_time_s for e in episodes for s in e.steps)
+
+
+def rank_divergence(parameters: Sequence[Any]) -> float:
+    """``train/rank_divergence``: ``max |w_i - w_j|`` over ``parameters`` (torch tensors)
+    and every pair of processes; call it on every process.
+
+    0 when every process holds the same weights, as it must: each applies the same
+    summed gradients to the same initial weights.
+    """
+    # Here, not at the top: the configs and evaluate.py import this module without torch.
+    import torch.distributed as dist
+
+    worst = 0.0
+    if not dist.is_initialized() or dist.get_world_size() == 1:
+        return worst
+    for p in parameters:
+        high, low = p.detach().clone(), p.detach().clone()
+        dist.all_reduce(high, op=dist.ReduceOp.MAX)
+        dist.all_reduce(low, op=dist.ReduceOp.MIN)
+        worst = max(worst, float((high.double() - low.double()).abs().max()))
+    return worst

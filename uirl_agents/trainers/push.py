@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 CARD_FILE = "README.md"
-# What scripts/evaluate.py writes in its --out folder (uirl_agents.evaluate.write_reports).
+# What scripts/evaluate.py writes in its --out folder (uirl_agents.evaluation.benchmark.write_reports).
 RESULTS_TABLE = "results.md"
 RESULTS_JSON = "results.json"
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -65,7 +65,7 @@ class RunNotPushableError(ValueError):
     def __init__(self, run_dir: Path, missing: str) -> None:
         super().__init__(
             f"{run_dir}: expected a training run folder with {missing}; run "
-            "scripts/train_rs.py or scripts/train_grpo.py with --output-dir there first"
+            "scripts/train_rs.py, train_grpo.py or train_ppo.py with --output-dir there first"
         )
         self.run_dir = run_dir
 
@@ -98,7 +98,7 @@ class TrainedRun:
 
     @property
     def quantization(self) -> str | None:
-        from uirl_agents.quantization import quantization_mode
+        from uirl_agents.loading.quantization import quantization_mode
 
         m = self.config.model
         return quantization_mode(load_in_8bit=m.load_in_8bit, load_in_4bit=m.load_in_4bit)
@@ -112,22 +112,30 @@ def read_run(run_dir: str | Path) -> TrainedRun:
     """
     from uirl_agents.trainers import checkpoint as ckpt
     from uirl_agents.trainers.cli import load_config
-    from uirl_agents.trainers.config import TINY_MODEL, TINY_MODEL_DIR, GRPOConfig, RSConfig
+    from uirl_agents.trainers.config import (
+        TINY_MODEL,
+        TINY_MODEL_DIR,
+        GRPOConfig,
+        PPOConfig,
+        RSConfig,
+    )
 
     run_dir = Path(run_dir)
     configs = sorted(run_dir.glob("config_*.yaml"))
     if not configs:
-        raise RunNotPushableError(run_dir, "a config_rs.yaml or config_grpo.yaml")
+        raise RunNotPushableError(run_dir, "a config_rs.yaml, config_grpo.yaml or config_ppo.yaml")
     checkpoint = ckpt.latest_checkpoint(run_dir)
     if checkpoint is None:
         raise RunNotPushableError(run_dir, f"a checkpoint under {ckpt.CHECKPOINTS_DIR}/")
     config_file = configs[-1]
     trainer = config_file.stem.removeprefix("config_")
-    # A PPO run is the GRPO trainer with algorithm: ppo (its value head stays behind).
+    # A PPO run's value head stays behind. Its config may be a GRPO config with the
+    # deprecated algorithm: ppo (runs from before PPOConfig): PPOConfig ignores its grpo
+    # section, which holds nothing the push reads.
     config_classes: dict[str, type[TrainConfig]] = {
         "rs": RSConfig,
         "grpo": GRPOConfig,
-        "ppo": GRPOConfig,
+        "ppo": PPOConfig,
     }
     if trainer not in config_classes:
         raise RunNotPushableError(run_dir, f"the config of a {' or '.join(config_classes)} run")
@@ -164,7 +172,7 @@ def stage_run(
     Raises:
         RunNotPushableError: the checkpoint holds neither an adapter nor weights.
     """
-    from uirl_agents.models import load_processor
+    from uirl_agents.loading.pretrained import load_processor
     from uirl_agents.trainers import checkpoint as ckpt
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +197,7 @@ def stage_run(
 def _save_merged(run: TrainedRun, adapter: Path, out_dir: Path) -> None:
     """The base (unquantized, in the run's dtype, on CPU) with the adapter merged in;
     ``model.dtype: auto`` is bf16 where a GPU is visible, else float32."""
-    from uirl_agents.models import default_device, load_model, resolve_dtype
+    from uirl_agents.loading.pretrained import default_device, load_model, resolve_dtype
 
     dtype = resolve_dtype(run.config.model.dtype, default_device())
     from peft import PeftModel

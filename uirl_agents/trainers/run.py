@@ -5,20 +5,20 @@ Each process (``accelerate launch`` / ``torchrun``, or a plain ``python``) owns 
 sessions (a runtime from ``env.runtime``, :mod:`uirl_gym.make`: local
 subprocesses, its own Kubernetes pods, its share of ``env.servers`` or its own OpenEnv
 sessions; and a :class:`~uirl_gym.vector.SessionVectorEnv`), collects its own episodes with
-:func:`~uirl_agents.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
+:func:`~uirl_agents.episodes.rollout.collect_episodes`, and keeps GRPO groups whole (a group's
 episodes never span processes). Only the main process logs and writes checkpoints.
 
 Seeds: the model is built under ``config.seed`` on every process (so a fresh LoRA
 adapter starts equal everywhere, and stays equal: every process applies the same
-summed gradients), then each process samples with its own stream ``seed + rank``.
-Which task instances it plays: :mod:`~uirl_agents.trainers.specs`. The loop that drives
-a run: :mod:`~uirl_agents.trainers.loop`.
+summed gradients), then each process samples with its own stream ``seed + rank``
+(:func:`~uirl_agents.trainers.policy_model.load_policy_model`). Which task instances it
+plays: :mod:`~uirl_agents.trainers.specs`. The loop that drives a run:
+:mod:`~uirl_agents.trainers.loop`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import shutil
 import threading
@@ -29,51 +29,43 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import gather_object, set_seed
-from torch.optim.lr_scheduler import LambdaLR
+from accelerate.utils import gather_object
 from tqdm.auto import tqdm
 
-from uirl_agents.formats import ModelFormat, get_format
-from uirl_agents.models import load_processor
+from uirl_agents.episodes.rollout import EpisodeSpec, collect_episodes
+from uirl_agents.episodes.trajectories import Episode, TrajectoryWriter
 from uirl_agents.policies.base import Policy
-from uirl_agents.policies.hf import (
-    HFPolicy,
-    HFPolicyConfig,
-    VisionLanguageModel,
-    format_config_from_processor,
-    vision_token_ids,
-)
-from uirl_agents.rollout import EpisodeSpec, collect_episodes
+from uirl_agents.policies.hf import HFPolicy, vision_token_ids
 from uirl_agents.trainers import checkpoint as ckpt
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.cli import config_to_dict, save_config
-from uirl_agents.trainers.config import TrainConfig
+from uirl_agents.trainers.config import TrainConfig, check_world_size
 from uirl_agents.trainers.metrics import (
-    MetricsLogger,
     check_backends,
     episode_metrics,
     episode_record,
+    rank_divergence,
+    run_metrics_logger,
 )
-from uirl_agents.trainers.model import (
-    build_model,
-    compute_dtype,
+from uirl_agents.trainers.policy_model import (
+    PolicyModel,
+    keep_reference_adapter,
+    load_policy_model,
     needs_autocast,
+    optimizer_and_schedule,
     resolve_model_path,
-    trainable_parameters,
+    rollout_policies,
 )
 from uirl_agents.trainers.push import require_token
-from uirl_agents.trainers.schedule import iteration_scheduler
 from uirl_agents.trainers.specs import EVAL_STREAM, TRAIN_STREAM, derive_specs
-from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT, ValueHead
+from uirl_agents.trainers.value import VALUE_HEAD_CHECKPOINT
 from uirl_agents.trainers.vllm import load_lora_adapter, vllm_policy
-from uirl_agents.trajectories import Episode, TrajectoryWriter
 from uirl_gym.actions import DEFAULT_SCREEN
 from uirl_gym.make import build_runtime, check_runtime, describe, vector_env
 
 logger = logging.getLogger(__name__)
 
 TRAJECTORIES_DIR = "trajectories"
-REFERENCE_ADAPTER_DIR = "reference_adapter"
 
 
 class TrainingRun:
@@ -112,7 +104,6 @@ class TrainingRun:
             of an iteration (:func:`~uirl_agents.trainers.loop.run_iterations`).
         publish_weights: hand the new weights to the rollout policy (vLLM).
         sum_all / max_all / sum_all_dict: reductions over processes.
-        rank_divergence: the largest weight difference between two processes (0).
         autocast: the context forward passes run in.
     """
 
@@ -125,19 +116,35 @@ class TrainingRun:
         self.world_size = self.accelerator.num_processes
         self.is_main = self.accelerator.is_main_process
         self.output_dir.mkdir(parents=True, exist_ok=True)
-        self._check_world_size()
+        check_world_size(config, self.world_size)
         # name -> what a trainer adds to every checkpoint (``ckpt.load_extra`` reads it).
         self.checkpoint_extra: dict[str, Callable[[], Any]] = {}
         self.on_close = contextlib.ExitStack()
         self.resumed_from = ckpt.latest_checkpoint(self.output_dir)
-        self.state = self._resumed_state()
+        self.state = ckpt.resumed_state(self.resumed_from, trainer, self.output_dir)
         self.start_iteration = int(self.state.get("iteration", 0))
         self._check_before_loading()
-        model_path = resolve_model_path(config.model, self.output_dir, self.accelerator)
-        self._load_model(model_path)
-        self.optimizer, self.scheduler = self._optimizer_and_schedule()
-        self._build_policies()
-        self.metrics = self._metrics_logger()
+        loaded = self._load_model()
+        self.optimizer, self.scheduler = optimizer_and_schedule(
+            config,
+            loaded,
+            resumed_from=self.resumed_from,
+            rank=self.rank,
+            world_size=self.world_size,
+        )
+        # The in-process rollout policy and the evaluation policy, on the model trained.
+        rollout, self.eval_policy = rollout_policies(loaded, config.rollout, config.eval)
+        self.policy: Policy = rollout
+        self.metrics = (
+            run_metrics_logger(
+                config.logging,
+                self.output_dir,
+                config_to_dict(config),
+                start_step=self.start_iteration + 1,
+            )
+            if self.is_main
+            else None
+        )
         # Sessions last: nothing above can leave browsers (or pods) behind when it fails.
         self._open_sessions()
         try:
@@ -147,22 +154,6 @@ class TrainingRun:
             raise
 
     # ---- what the constructor sets up, in order ------------------------------------------
-
-    def _resumed_state(self) -> dict[str, Any]:
-        """The counters saved with the checkpoint resumed from (fresh ones without one).
-
-        Raises:
-            ValueError: the run folder holds another trainer's run.
-        """
-        state: dict[str, Any] = {"episodes": 0, "trainer": self.trainer}
-        if self.resumed_from is not None:
-            state.update(ckpt.load_state(self.resumed_from))
-        if state["trainer"] != self.trainer:
-            raise ValueError(
-                f"{self.output_dir} holds a {state['trainer']} run, not {self.trainer}: "
-                "give this run another --output-dir"
-            )
-        return state
 
     def _check_before_loading(self) -> None:
         """What can fail without a model said before one loads: metric backends, the
@@ -188,89 +179,30 @@ class TrainingRun:
                     "resuming from %s (iteration %d)", self.resumed_from, self.start_iteration
                 )
 
-    def _load_model(self, model_path: str) -> None:
-        """The policy model (sharded with FSDP), PPO's value head, their trainable
-        parameters, the processor and the prompt format."""
+    def _load_model(self) -> PolicyModel:
+        """The policy model and what comes with it (:func:`load_policy_model`), its
+        attributes on the run; PPO's value head saved with every checkpoint."""
         config = self.config
-        set_seed(config.seed)  # the same initial weights on every process
-        self.model: VisionLanguageModel = build_model(
-            config.model,
-            model_path,
+        loaded = load_policy_model(
+            config,
+            resolve_model_path(config.model, self.output_dir, self.accelerator),
             self.accelerator.device,
-            self.resumed_from,
-            reference_adapter=self._keep_reference_adapter(),
+            rank=self.rank,
+            resumed_from=self.resumed_from,
+            reference_adapter=keep_reference_adapter(
+                config.model, self.output_dir, self.accelerator
+            ),
         )
-        self.value_head = self._build_value_head(self.resumed_from)
-        set_seed(config.seed + self.rank)  # then a sampling stream of its own
-        self.compute_dtype = compute_dtype(config.model, self.accelerator.device)
-        self.sharded = config.model.fsdp
-        if self.sharded:
-            units = sharding.shard_model(self.model, self.compute_dtype)
-            logger.info("FSDP: weights sharded over %d processes, %d units", self.world_size, units)
-        # After sharding: FSDP replaces the parameters with sharded ones.
-        self.trainable = trainable_parameters(self.model)
+        self.model, self.value_head, self.trainable = (
+            loaded.model,
+            loaded.value_head,
+            loaded.trainable,
+        )
+        self.processor, self.format = loaded.processor, loaded.format
+        self.compute_dtype, self.sharded = loaded.compute_dtype, loaded.sharded
         if self.value_head is not None:
-            self.trainable += list(self.value_head.parameters())
-        self.processor = load_processor(model_path)
-        self.format: ModelFormat = get_format(
-            config.model.format, format_config_from_processor(self.processor)
-        )
-
-    def _optimizer_and_schedule(self) -> tuple[torch.optim.Optimizer, LambdaLR]:
-        """AdamW over the trainable parameters and its learning-rate schedule, with their
-        state (and this process's random state) restored when resumed."""
-        optim = self.config.optim
-        if optim.learning_rate is None:
-            raise ValueError("optim.learning_rate: unresolved (TrainConfig.__post_init__ sets it)")
-        optimizer = torch.optim.AdamW(
-            self.trainable, lr=optim.learning_rate, weight_decay=optim.weight_decay
-        )
-        scheduler = iteration_scheduler(
-            optimizer,
-            optim.lr_scheduler,
-            warmup_iterations=optim.warmup_iterations,
-            iterations=self.config.iterations,
-        )
-        if self.resumed_from is not None:
-            saved = ckpt.load_optimizer(self.resumed_from, scheduler)
-            sharding.load_optimizer_state(self.model, optimizer, saved)
-            ckpt.load_rng(self.resumed_from, self.rank, self.world_size)
-        return optimizer, scheduler
-
-    def _build_policies(self) -> None:
-        """The in-process rollout policy (``rollout``'s sampling) and the evaluation
-        policy (``eval.temperature``), both on the model being trained."""
-        r = self.config.rollout
-        sampling = HFPolicyConfig(
-            max_images=r.max_images,
-            max_history=r.max_history,
-            temperature=r.temperature,
-            top_p=r.top_p,
-            max_new_tokens=r.max_new_tokens,
-        )
-        self._hf_policy = HFPolicy(self.model, self.processor, self.format, sampling)
-        self.policy: Policy = self._hf_policy
-        # Evaluation differs from rollouts only in how it samples.
-        e = self.config.eval
-        evaluation = dataclasses.replace(
-            sampling, do_sample=e.temperature > 0, temperature=e.temperature or 1.0
-        )
-        self.eval_policy = HFPolicy(self.model, self.processor, self.format, evaluation)
-
-    def _metrics_logger(self) -> MetricsLogger | None:
-        """The main process's metric sinks (None on the others)."""
-        if not self.is_main:
-            return None
-        lc = self.config.logging
-        return MetricsLogger(
-            self.output_dir,
-            lc.report_to,
-            Path(lc.log_dir) if lc.log_dir else self.output_dir / "tb",
-            lc.run_name or self.output_dir.name,
-            lc.wandb_project,
-            config_to_dict(self.config),
-            start_step=self.start_iteration + 1,
-        )
+            self.checkpoint_extra[VALUE_HEAD_CHECKPOINT] = self.value_head.state_dict
+        return loaded
 
     def _open_sessions(self) -> None:
         """This process's runtime and sessions (closed again if opening them fails)."""
@@ -297,53 +229,12 @@ class TrainingRun:
         )
         self.envs_lock = threading.Lock()
 
-    def _build_value_head(self, checkpoint: Path | None) -> ValueHead | None:
-        """PPO's value head, restored from the checkpoint and saved with every one."""
-        if not self.config.trains_value_head:
-            return None
-        head = ValueHead.for_model(self.model, self.accelerator.device)
-        if checkpoint is not None:
-            saved = ckpt.load_extra(checkpoint, VALUE_HEAD_CHECKPOINT)
-            if saved is None:
-                raise ValueError(f"{checkpoint} holds no value head ({VALUE_HEAD_CHECKPOINT}.pt)")
-            head.load_state_dict(saved)
-        self.checkpoint_extra[VALUE_HEAD_CHECKPOINT] = head.state_dict
-        return head
-
-    def _keep_reference_adapter(self) -> Path | None:
-        """The starting adapter, copied into the run folder: the KL reference, and still
-        there when a resumed run needs it again (whatever happened to the original)."""
-        start = self.config.model.adapter_path
-        if start is None or self.config.model.lora_rank == 0:
-            return None
-        kept = self.output_dir / REFERENCE_ADAPTER_DIR
-        if self.is_main and not kept.exists():
-            shutil.copytree(start, kept.with_suffix(".tmp"), dirs_exist_ok=True)
-            kept.with_suffix(".tmp").rename(kept)
-        self.accelerator.wait_for_everyone()
-        return kept
-
     def autocast(self) -> contextlib.AbstractContextManager:
         """Forward passes in ``model.dtype`` over float32 master weights (full fine-tuning,
         LoRA's ``modules_to_save``): see :func:`needs_autocast`."""
         if not needs_autocast(self.config.model, self.compute_dtype):
             return contextlib.nullcontext()
         return torch.autocast(self.accelerator.device.type, dtype=self.compute_dtype)
-
-    def _check_world_size(self) -> None:
-        r, e = self.config.rollout, self.config.eval
-        per = self.world_size * r.group_size
-        if r.episodes_per_iteration % per:
-            raise ValueError(
-                f"rollout.episodes_per_iteration = {r.episodes_per_iteration} must split into "
-                f"whole groups of {r.group_size} on each of {self.world_size} processes: set it "
-                f"to a multiple of {per}"
-            )
-        if e.episodes % self.world_size:
-            raise ValueError(
-                f"eval.episodes = {e.episodes} must split evenly over {self.world_size} "
-                f"processes: set it to a multiple of {self.world_size}"
-            )
 
     def __enter__(self) -> TrainingRun:
         return self
@@ -479,22 +370,6 @@ class TrainingRun:
                 total[key] += value
         return dict(total)
 
-    def rank_divergence(self) -> float:
-        """``max |w_i - w_j|`` over the trainable weights of every pair of processes.
-
-        0 when every process holds the same weights, as it must: each applies the same
-        summed gradients to the same initial weights.
-        """
-        worst = 0.0
-        if self.world_size == 1:
-            return worst
-        for p in self.trainable:
-            high, low = p.detach().clone(), p.detach().clone()
-            torch.distributed.all_reduce(high, op=torch.distributed.ReduceOp.MAX)
-            torch.distributed.all_reduce(low, op=torch.distributed.ReduceOp.MIN)
-            worst = max(worst, float((high.double() - low.double()).abs().max()))
-        return worst
-
     # ---- end of an iteration -----------------------------------------------------------
 
     def evaluate_at_start(self) -> None:
@@ -508,7 +383,7 @@ class TrainingRun:
         on to the next iteration's rate."""
         metrics = {"train/learning_rate": float(self.scheduler.get_last_lr()[0])}
         if self.world_size > 1 and not self.sharded:  # sharded: one copy, nothing to compare
-            metrics["train/rank_divergence"] = divergence = self.rank_divergence()
+            metrics["train/rank_divergence"] = divergence = rank_divergence(self.trainable)
             if divergence > 0 and self.is_main:
                 logger.warning("processes hold different weights (max |difference| %g)", divergence)
         self.scheduler.step()

@@ -33,7 +33,7 @@ from typing import Any, cast
 
 import torch
 
-from uirl_agents.model_parts import VISION_TOWER
+from uirl_agents.loading.parts import VISION_TOWER
 
 
 def launched_with_fsdp() -> bool:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from uirl_agents.rollout import EpisodeSpec
+from uirl_agents.episodes.rollout import EpisodeSpec
 from uirl_agents.trainers.config import EnvConfig
 
 # Independent random streams for the task instances of each use.

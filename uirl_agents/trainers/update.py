@@ -1,10 +1,14 @@
-"""The policy update both trainers share: token samples, micro-batches, gradients, steps.
+"""The policy update every algorithm shares: token samples, micro-batches, gradients,
+optimizer steps.
 
-Expert iteration (SFT on kept episodes) and GRPO differ only in the per-token loss of
-a micro-batch; everything around it is here, written once:
+Expert iteration (SFT on kept episodes), GRPO and PPO differ only in the per-token loss
+of a micro-batch (and in how they weigh samples); everything around it is here, written
+once:
 
 - :class:`TokenSample`: one model step to train on (its exact prompt as messages +
   the images the model saw, and the completion's token ids as sampled);
+  :func:`token_sample` makes one of an episode's step, :func:`weigh_episode` sets an
+  episode's samples' ``token_weight``;
 - :func:`update_schedule`: an epoch's samples spread over optimizer steps (each
   process's data in every step, in its share of the tokens) and cut into
   micro-batches by token budget, the same number of steps on every process;
@@ -27,6 +31,7 @@ sample with weight 0.
 from __future__ import annotations
 
 import heapq
+import logging
 import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -37,11 +42,14 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from uirl_agents.episodes.trajectories import Episode, Step
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.losses import token_budget_batches
 
 if TYPE_CHECKING:
     from uirl_agents.trainers.run import TrainingRun
+
+logger = logging.getLogger(__name__)
 
 # Gradients are summed over processes this many bytes at a time: one flat copy of every
 # gradient would cost a full model's worth of memory (~14 GB in bf16 for 7B).
@@ -85,6 +93,62 @@ class TokenSample:
     def weighted_tokens(self) -> float:
         """Its share of the normaliser: its completion tokens times their weight."""
         return self.token_weight * len(self.completion_ids)
+
+
+# The random stream of GRPO's and PPO's data order in the update.
+UPDATE_STREAM = 2
+
+
+def token_sample(
+    episode: Episode,
+    step: Step,
+    tis_cap: float | None = None,
+    excluded_ids: frozenset[int] = frozenset(),
+) -> TokenSample | None:
+    """One model step as a sample to train on (advantage 1 until set), or None when it
+    cannot be: no completion, or a completion that holds one of ``excluded_ids``.
+
+    Raises:
+        ValueError: ``tis_cap`` (``grpo.tis_cap``, ``ppo.tis_cap``) is set but the step
+            has no rollout logprobs.
+    """
+    if not step.completion_ids or step.messages is None or step.model_images is None:
+        return None
+    if excluded_ids.intersection(step.completion_ids):
+        logger.debug("step left out: its completion holds an image placeholder token")
+        return None
+    rollout = list(step.logprobs) if step.logprobs else None
+    if tis_cap is not None and (rollout is None or len(rollout) != len(step.completion_ids)):
+        raise ValueError(
+            "tis_cap needs the rollout engine's logprob of every sampled token, and a "
+            f"step of episode {episode.episode_id} has none: ask the server for logprobs "
+            "(vLLM returns them), or set grpo.tis_cap: null (PPO: ppo.tis_cap: null)"
+        )
+    return TokenSample(
+        messages=step.messages,
+        images=step.model_images,
+        completion_ids=list(step.completion_ids),
+        num_tokens=len(step.prompt_ids or []) + len(step.completion_ids),
+        rollout_logprobs=rollout,
+    )
+
+
+def weigh_episode(samples: list[TokenSample], normalization: str) -> list[TokenSample]:
+    """An episode's samples with their ``token_weight`` for ``grpo.loss_normalization``:
+    1 (``token``: a token mean over the iteration, so an episode weighs as its tokens),
+    or 1 / the episode's completion tokens (``episode``: each episode's tokens sum to
+    weight 1, and the normaliser counts episodes, so the loss is a mean over episodes of
+    each episode's token mean, whatever its length).
+
+    >>> s = [TokenSample([], [], [1, 2], 2), TokenSample([], [], [3, 4, 5, 6], 4)]
+    >>> [x.token_weight for x in weigh_episode(s, "episode")]
+    [0.16666666666666666, 0.16666666666666666]
+    """
+    tokens = sum(len(s.completion_ids) for s in samples)
+    if normalization == "episode" and tokens:
+        for sample in samples:
+            sample.token_weight = 1.0 / tokens
+    return samples
 
 
 def placeholder_sample() -> TokenSample:

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from uirl_agents.trajectories import Episode
+from uirl_agents.episodes.trajectories import Episode
 
 InstanceKey = str
 

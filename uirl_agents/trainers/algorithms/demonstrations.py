@@ -10,13 +10,13 @@ person recorded (``rs.demonstrations``), each written in the run's own format.
 
 from __future__ import annotations
 
+from uirl_agents.episodes.rollout import EpisodeSpec
+from uirl_agents.episodes.trajectories import Episode, iter_episodes
 from uirl_agents.policies.context import EpisodeContexts
 from uirl_agents.policies.expert import ExpertPolicy
-from uirl_agents.rollout import EpisodeSpec
 from uirl_agents.trainers.config import RSConfig, config_as
 from uirl_agents.trainers.run import TrainingRun
 from uirl_agents.trainers.specs import DEMO_STREAM
-from uirl_agents.trajectories import Episode, iter_episodes
 
 
 def demonstration_specs(run: TrainingRun, num_episodes: int) -> list[EpisodeSpec]:

@@ -27,11 +27,11 @@ from collections.abc import Iterable, Sequence
 import torch
 from transformers import ProcessorMixin
 
+from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.hf import encode_prompts
+from uirl_agents.trainers.forward import sample_logprobs
 from uirl_agents.trainers.run import TrainingRun
-from uirl_agents.trainers.scoring import sample_logprobs
 from uirl_agents.trainers.update import BatchLoss, TokenSample
-from uirl_agents.trajectories import Episode
 
 logger = logging.getLogger(__name__)
 

@@ -1,10 +1,10 @@
 """8-bit and 4-bit weights through bitsandbytes (the optional ``quant`` extra).
 
-:func:`bnb_config` is what :func:`uirl_agents.models.load_model` hands transformers
+:func:`bnb_config` is what :func:`uirl_agents.loading.pretrained.load_model` hands transformers
 for ``quantization="8bit"`` (LLM.int8) or ``"4bit"`` (NF4 with double quantization and
 compute in the model's dtype, as in QLoRA). Only the language model is quantized: the
 vision encoder, the projector and the output head keep the compute dtype, the same
-split as the LoRA presets (:mod:`uirl_agents.trainers.lora`), so that a QLoRA adapter
+split as the LoRA presets (:mod:`uirl_agents.loading.parts`), so that a QLoRA adapter
 trains on top of exactly the layers that were quantized.
 
 bitsandbytes (0.50, what the extra asks for) runs on CUDA and on CPU (slowly: tests and
@@ -78,7 +78,7 @@ def bnb_config(mode: Quantization, compute_dtype: torch.dtype):  # noqa: ANN201 
     """
     from transformers import BitsAndBytesConfig
 
-    from uirl_agents.model_parts import NOT_LANGUAGE
+    from uirl_agents.loading.parts import NOT_LANGUAGE
 
     require_bitsandbytes(mode)
     # transformers matches a skip pattern from the start of a module name (up to a
