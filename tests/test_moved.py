@@ -56,9 +56,11 @@ def test_an_old_command_runs_the_new_one_and_says_so(old: str, expected: str) ->
     assert "FutureWarning" in done.stderr and "moved to" in done.stderr
 
 
-def test_openenv_server_config_keeps_its_old_name_one_release() -> None:
+def test_openenv_names_of_two_classes_keep_their_old_name_one_release() -> None:
     pytest.importorskip("openenv")
     import uirl_gym.openenv as openenv
 
     with pytest.warns(DeprecationWarning, match="OpenEnvServerConfig"):
         assert openenv.ServerConfig is openenv.OpenEnvServerConfig
+    with pytest.warns(DeprecationWarning, match="UirlOpenEnvEnvironment"):
+        assert openenv.UirlEnvironment is openenv.UirlOpenEnvEnvironment

@@ -41,7 +41,7 @@ from uirl_gym.openenv import (  # noqa: E402
     OpenEnvSession,
     UirlAction,
     UirlEnvClient,
-    UirlEnvironment,
+    UirlOpenEnvEnvironment,
     make_app,
     resolve_task,
     to_wire_action,
@@ -60,18 +60,18 @@ SDE = "uirl/SimpleDataEntry-v0"
 SN = "uirl/SettingsNav-v0"
 
 
-class RecordingEnvironment(UirlEnvironment):
+class RecordingEnvironment(UirlOpenEnvEnvironment):
     """Test-only: keeps every session's environment, so that the test can read the
     oracle (for the expert) and the session server's pid; no client can."""
 
-    instances: ClassVar[list[UirlEnvironment]] = []
+    instances: ClassVar[list[UirlOpenEnvEnvironment]] = []
 
     def __init__(self, config: OpenEnvServerConfig | None = None) -> None:
         super().__init__(config)
         RecordingEnvironment.instances.append(self)
 
 
-def environment_of(task: str) -> UirlEnvironment:
+def environment_of(task: str) -> UirlOpenEnvEnvironment:
     (env,) = [e for e in RecordingEnvironment.instances if e.env and e.state.task == task]
     return env
 

@@ -59,7 +59,7 @@ if importlib.util.find_spec("openenv") is None:  # pragma: no cover - depends on
 
 from uirl_gym.openenv.server import (  # noqa: E402
     OpenEnvServerConfig,
-    UirlEnvironment,
+    UirlOpenEnvEnvironment,
     encode_png,
     make_app,
     resolve_task,
@@ -83,7 +83,7 @@ __all__ = [
     "OpenEnvServerConfig",
     "UirlAction",
     "UirlEnvClient",
-    "UirlEnvironment",
+    "UirlOpenEnvEnvironment",
     "UirlObservation",
     "UirlState",
     "decode_screenshot",
@@ -95,14 +95,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # ServerConfig was the name of two classes (this one and the session server's):
-    # the old name goes in the next release.
-    if name == "ServerConfig":
+    # Names of two classes each (the session server's ServerConfig, the TRL integration's
+    # UirlEnvironment): the old names go in the next release.
+    renamed = {"ServerConfig": OpenEnvServerConfig, "UirlEnvironment": UirlOpenEnvEnvironment}
+    if name in renamed:
+        new = renamed[name].__name__
         warnings.warn(
-            "uirl_gym.openenv.ServerConfig is now OpenEnvServerConfig (the session server's "
-            "is SessionServerConfig); the old name is removed in the next release",
+            f"uirl_gym.openenv.{name} is now {new}; the old name is removed in the next release",
             DeprecationWarning,
             stacklevel=2,
         )
-        return OpenEnvServerConfig
+        return renamed[name]
     raise AttributeError(f"module 'uirl_gym.openenv' has no attribute {name!r}")

@@ -1,6 +1,6 @@
 """Every uirl task as an OpenEnv environment: the Environment subclass and its app.
 
-Each WebSocket session on ``/ws`` gets its own :class:`UirlEnvironment`, which makes its
+Each WebSocket session on ``/ws`` gets its own :class:`UirlOpenEnvEnvironment`, which makes its
 own :class:`~uirl_gym.env.UIEnv` at the first reset: by default on a
 :class:`~uirl_gym.runtimes.local.LocalRuntime` of its own (one session server and one
 Chromium per WebSocket session), or on the server-wide runtime of
@@ -61,7 +61,7 @@ from uirl_gym.tasks import MAX_EPISODE_STEPS, TASKS, TaskSpec
 __all__ = [
     "DEFAULT_TASK",
     "OpenEnvServerConfig",
-    "UirlEnvironment",
+    "UirlOpenEnvEnvironment",
     "encode_png",
     "make_app",
     "resolve_task",
@@ -184,7 +184,7 @@ def encode_png(screenshot: np.ndarray) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-class UirlEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
+class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]):
     """One WebSocket session's uirl env (OpenEnv calls reset/step/close in one thread).
 
     Attributes:
@@ -405,7 +405,7 @@ def _uirl_version() -> str:
 def make_app(
     config: OpenEnvServerConfig | None = None,
     *,
-    environment: type[UirlEnvironment] = UirlEnvironment,
+    environment: type[UirlOpenEnvEnvironment] = UirlOpenEnvEnvironment,
 ) -> FastAPI:
     """The OpenEnv app serving every registered uirl task (see the module docstring).
 
