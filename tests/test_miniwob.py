@@ -62,7 +62,7 @@ def sessions(mw_runtime: LocalRuntime) -> Iterator[list[SessionInfo]]:
 
 @pytest.fixture(scope="module")
 def env(sessions: list[SessionInfo]) -> Iterator[UIEnv]:
-    e = UIEnv(base_url=sessions[0].base_url, task="miniwob.click-test")
+    e = UIEnv(base_url=sessions[0], task="miniwob.click-test")
     try:
         yield e
     finally:
@@ -237,7 +237,7 @@ def test_a_small_screen_through_the_crop_wrapper(sessions: list[SessionInfo]) ->
     from uirl_gym.wrappers import TopLeftCrop
 
     inner = gym.make(
-        "uirl/miniwob.click-test-v0", base_url=sessions[1].base_url, default_options={"zoom": 2}
+        "uirl/miniwob.click-test-v0", base_url=sessions[1], default_options={"zoom": 2}
     )
     env = TopLeftCrop(inner, 320, 420)
     try:
@@ -266,7 +266,7 @@ def test_the_task_area_as_the_whole_screen(sessions: list[SessionInfo]) -> None:
     from uirl_gym.client import SessionHTTPError
 
     env = gym.make(
-        "uirl/miniwob.click-test-v0", base_url=sessions[1].base_url, screen_size=(160, 210)
+        "uirl/miniwob.click-test-v0", base_url=sessions[1], screen_size=(160, 210)
     ).unwrapped
     try:
         with warnings.catch_warnings():

@@ -52,7 +52,7 @@ def test_a_reset_sets_the_screen_and_the_next_one_restores_it(session: SessionIn
 
 
 def test_the_env_observes_and_acts_on_its_screen(session: SessionInfo) -> None:
-    env = UIEnv(base_url=session.base_url, task="simple_data_entry", screen_size=SMALL)
+    env = UIEnv(base_url=session, task="simple_data_entry", screen_size=SMALL)
     try:
         obs, _ = env.reset(seed=3, options={"num_rows": 1})
         assert obs["screenshot"].shape == (400, 640, 3) and env.observation_space.contains(obs)
@@ -66,4 +66,4 @@ def test_the_env_observes_and_acts_on_its_screen(session: SessionInfo) -> None:
     finally:
         env.close()
     with pytest.raises(ValueError, match="screen"):
-        UIEnv(base_url=session.base_url, screen_size=(1280, 9000))
+        UIEnv(base_url=session, screen_size=(1280, 9000))

@@ -155,7 +155,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         render_mode: str | None = None,
         *,
         runtime: Runtime | None = None,
-        base_url: str | None = None,
+        base_url: str | SessionInfo | None = None,
         task: str = "simple_data_entry",
         tasks: Mapping[str, float] | None = None,
         task_options: Mapping[str, Mapping[str, Any]] | None = None,
@@ -172,8 +172,10 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         _check_modes(render_mode, reward_mode, image_format)
         if runtime is not None and base_url is not None:
             raise ValueError("give a runtime or a base_url, not both")
-        if base_url is not None and not isinstance(base_url, str):
-            raise ValueError(f"base_url: expected a URL (a string), got {base_url!r}")
+        if base_url is not None and not isinstance(base_url, str | SessionInfo):
+            raise ValueError(
+                f"base_url: expected a URL (a string) or a SessionInfo, got {base_url!r}"
+            )
         self.render_mode = render_mode
         self.task = _task_id("task", task)
         self._spec = task_spec(self.task)
@@ -224,7 +226,9 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._check_open()
         if self._client is not None:
             return self._client
-        if self._base_url is not None:
+        if isinstance(self._base_url, SessionInfo):
+            self.session = self._base_url  # a runtime's session, its credentials with it
+        elif self._base_url is not None:
             # A server started by hand: its token, if any, from $UIRL_SESSION_TOKEN.
             self.session = SessionInfo(
                 session_id=self._base_url,
