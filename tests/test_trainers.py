@@ -59,7 +59,11 @@ from uirl_agents.trainers.policy_model import (  # noqa: E402  # noqa: E402
     needs_autocast,
 )
 from uirl_agents.trainers.specs import TRAIN_STREAM, derive_specs  # noqa: E402
-from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
+from uirl_agents.trainers.update import (  # noqa: E402
+    TokenSample,
+    update_schedule,
+    weigh_episode,
+)
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 
@@ -286,6 +290,10 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
         ),
         ({"env.rows": "[2]"}, "env.task_options: {simple_data_entry: {rows: [2]}}"),
         ({"optim.warmup_iterations": "1"}, "set optim.lr_scheduler: constant_with_warmup"),
+        (
+            {"rollout.backend": "vllm", "model.lora_modules_to_save": "[lm_head]"},
+            "set model.lora_modules_to_save: [] or rollout.backend: hf",
+        ),
     ],
 )
 def test_config_errors_say_what_to_set(overrides: dict, message: str) -> None:
@@ -602,6 +610,33 @@ def test_per_episode_normalisation_weighs_a_long_and_a_short_episode_alike(
         assert math.isfinite(metrics["train/loss"])
     assert norms["token"] > 1e-3
     assert norms["episode"] < 1e-5 * norms["token"]
+
+
+def test_per_episode_normalisation_keeps_the_loss_scale_with_more_steps_than_episodes(
+    tiny_qwen25vl_dir: Path,
+) -> None:
+    # One episode of 3 steps, one step per optimizer step. Per episode its tokens weigh
+    # 1 / its tokens and the normaliser counts 1 episode over 3 steps: each step's
+    # gradient must be exactly the per-token one (one episode: the same mean). A floor
+    # of 1 on the normaliser scaled it down 3-fold.
+    grads, norms = {}, {}
+    for normalization in ("token", "episode"):
+        config = _grpo_config(
+            grpo={"loss_normalization": normalization, "kl_beta": 0},
+            optim={"micro_batch_tokens": 1, "grad_accumulation_steps": 1},
+        )
+        run = tiny_training_run(tiny_qwen25vl_dir, config)
+        run.optimizer = _GradientRecorder(run.trainable)
+        samples = weigh_episode(_samples(run, [1.0], steps=3), normalization)
+        metrics = update_samples(run, GRPO(), samples, iteration=0)
+        assert metrics["train/optimizer_steps"] == 3
+        grads[normalization] = run.optimizer.steps
+        norms[normalization] = metrics["train/grad_norm"]
+    assert norms["episode"] == pytest.approx(norms["token"], rel=1e-4)
+    for per_episode, per_token in zip(grads["episode"], grads["token"], strict=True):
+        for a, b in zip(per_episode, per_token, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-8)
+    assert norms["token"] > 1e-6
 
 
 class _RecordingGRPO(GRPO):

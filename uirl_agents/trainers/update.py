@@ -325,7 +325,10 @@ def run_update(
             max_all=run.max_all,
             lockstep=run.sharded,
         )
-        normaliser = max(total_tokens / max(len(schedule), 1), 1.0)
+        # No floor: the total counts tokens (``token``) or episodes (``episode``), and
+        # with more optimizer steps than episodes the step's share is below 1; a floor
+        # of 1 scaled every such step's loss down by episodes / steps.
+        normaliser = total_tokens / len(schedule) if schedule and total_tokens > 0 else 1.0
         for micro_batches in schedule:
             for batch in micro_batches:
                 batch = [s for s in batch if keep is None or keep(s)]
