@@ -29,7 +29,7 @@ from model_fixtures import score_with_run_settings, tiny_training_run  # noqa: E
 
 from uirl_agents.episodes.trajectories import Episode, Step, load_episodes  # noqa: E402
 from uirl_agents.loading.pretrained import load_processor  # noqa: E402
-from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig  # noqa: E402
+from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, encode_prompts  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
 from uirl_agents.trainers.algorithms.grpo import GRPO, grpo_loss, step_samples  # noqa: E402
@@ -469,6 +469,38 @@ def test_old_logprobs_come_from_the_trainer_not_the_rollout(tiny_qwen25vl_dir: P
     tokens = sum(len(s.completion_ids) for s in samples)
     assert terms.stats["clip_fraction"] == 0  # ratio == 1: nothing clipped
     assert terms.stats["abs_log_ratio"] / tokens < 1e-5
+
+
+def test_trainer_logprobs_are_those_of_the_sampling_distribution(tiny_qwen25vl_dir: Path) -> None:
+    # Sampling suppresses the vision special tokens: the trainer must score the same
+    # distribution, not the raw logits (they differ by log(1 - P(vision tokens))).
+    run = tiny_training_run(tiny_qwen25vl_dir, _grpo_config())
+    model, processor = run.model, run.processor
+    settings = HFPolicyConfig(temperature=0.8, top_p=1.0, top_k=0, max_new_tokens=10)
+    policy = HFPolicy(model, processor, run.format, settings)
+    (recorded,) = _samples(run, [1.0], steps=1)
+    # What transformers samples from: its processed scores (temperature, suppression).
+    inputs = encode_prompts(processor, [recorded.messages], [recorded.images])
+    torch.manual_seed(1)
+    out = model.generate(**inputs, generation_config=policy.generation_config(), output_scores=True)
+    generated = out.sequences[0, inputs["input_ids"].shape[1] :]
+    scores = torch.stack(out.scores, dim=1)[0].float()
+    assert torch.isinf(scores[:, sorted(policy._suppressed_ids)]).all()
+    sampled = scores.log_softmax(-1).gather(-1, generated[:, None]).squeeze(-1)
+    with torch.no_grad():
+        trained, of_recorded = completion_logprobs(
+            model,
+            processor,
+            [recorded.messages] * 2,
+            [recorded.images] * 2,
+            [generated.tolist(), recorded.completion_ids],
+            temperature=0.8,
+        )
+    torch.testing.assert_close(trained, sampled, rtol=0, atol=1e-5)
+    # ... and HFPolicy records that distribution's logprobs.
+    torch.testing.assert_close(
+        of_recorded, torch.tensor(recorded.rollout_logprobs), rtol=0, atol=1e-5
+    )
 
 
 def test_truncated_importance_sampling_weights_the_loss(tiny_qwen25vl_dir: Path) -> None:

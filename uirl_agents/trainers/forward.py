@@ -33,9 +33,12 @@ from transformers.processing_utils import ProcessorMixin
 from uirl_agents.formats.base import Message
 from uirl_agents.policies.hf import (
     VisionLanguageModel,
+    blocked_id_tensor,
     encode_prompts,
     logit_row_chunks,
+    sampling_logits,
     selective_log_softmax,
+    vision_token_ids,
 )
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.losses import clipped_surrogate, pad_sequences, token_budget_batches
@@ -192,7 +195,8 @@ def completion_logprobs(
 
     The inverse of what :meth:`~uirl_agents.policies.hf.HFPolicy.act` records: feed a step's ``messages``,
     ``images`` and ``completion_ids`` and get back its ``logprobs`` (same convention:
-    ``log_softmax(logits / temperature)``). Gradients flow: call it under
+    ``log_softmax`` of :func:`~uirl_agents.policies.hf.sampling_logits`: scaled by the
+    temperature, the vision special tokens left out). Gradients flow: call it under
     ``torch.no_grad()`` for reference/old-policy logprobs, without for the loss.
 
     Args:
@@ -242,9 +246,12 @@ def completion_logprobs(
     # The unused last position is scored too (index 0): slicing it off first would copy
     # every logit, and the point of selective_log_softmax is to copy none.
     targets = torch.cat([completions, completions.new_zeros((len(lengths), 1))], dim=1)
-    token_logprobs = selective_log_softmax(logits, targets.to(device), temperature)[:, :-1]
+    # The distribution the policy sampled from: without the vision special tokens.
+    blocked = blocked_id_tensor(vision_token_ids(model.config, processor.tokenizer))
+    token_logprobs = selective_log_softmax(logits, targets.to(device), temperature, blocked)
+    token_logprobs = token_logprobs[:, :-1]
     if entropies is not None:
-        entropy = softmax_entropy(logits, temperature)[:, :-1]
+        entropy = softmax_entropy(logits, temperature, blocked)[:, :-1]
         entropies.extend(entropy[i, :n] for i, n in enumerate(lengths))
     return [token_logprobs[i, :n] for i, n in enumerate(lengths)]
 
@@ -309,13 +316,15 @@ def prompt_and_completion_inputs(
 
 
 @torch.no_grad()
-def softmax_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """The entropy of ``softmax(logits / temperature)`` per position (float32, no
-    gradient), a chunk of rows at a time."""
+def softmax_entropy(
+    logits: torch.Tensor, temperature: float = 1.0, blocked_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The entropy of the sampling distribution (:func:`sampling_logits`) per position
+    (float32, no gradient), a chunk of rows at a time."""
     vocab = logits.shape[-1]
     flat = logits.reshape(-1, vocab)
     out = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)
     for start, end in logit_row_chunks(flat.shape[0], vocab):
-        logprobs = torch.log_softmax(flat[start:end].float() / temperature, dim=-1)
-        out[start:end] = -(logprobs.exp() * logprobs).sum(-1)
+        probs = torch.softmax(sampling_logits(flat[start:end], temperature, blocked_ids), -1)
+        out[start:end] = torch.special.entr(probs).sum(-1)  # -p log p, 0 where p = 0
     return out.view(logits.shape[:-1])
