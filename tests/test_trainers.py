@@ -519,6 +519,32 @@ def test_truncated_importance_sampling_weights_the_loss(tiny_qwen25vl_dir: Path)
         step_samples([_episode_without_logprobs(samples[0])], capped.grpo)
 
 
+def test_rollout_logprobs_before_the_temperature_stop_the_run(tiny_qwen25vl_dir: Path) -> None:
+    # vLLM rollouts with TIS on: the server's logprobs must be temperature-scaled
+    # (--logprobs-mode processed_logprobs); its default gives them before the
+    # temperature, which the scoring pass finds on its first micro-batch.
+    config = _grpo_config(rollout={"backend": "vllm"})
+    assert config.grpo.tis_cap == 3.0 and config.rollout.temperature == 0.8
+    run = tiny_training_run(tiny_qwen25vl_dir, config)
+    samples = _samples(run, [1.0, -1.0])
+    _, metrics = GRPO().score(run, samples)  # the sampled distribution's: accepted
+    assert metrics["train/logprob_mismatch_mean"] < 1e-4
+    with torch.no_grad():
+        raw = completion_logprobs(
+            run.model,
+            run.processor,
+            [s.messages for s in samples],
+            [s.images for s in samples],
+            [s.completion_ids for s in samples],
+            temperature=1.0,
+        )
+    for sample, logprobs in zip(samples, raw, strict=True):
+        sample.rollout_logprobs = logprobs.tolist()
+    with pytest.raises(ValueError, match="--logprobs-mode processed_logprobs") as err:
+        GRPO().score(run, samples)
+    assert "at temperature 1 and by" in str(err.value)
+
+
 def _episode_without_logprobs(sample: TokenSample) -> Episode:
     step = Step(
         screenshot=None,
