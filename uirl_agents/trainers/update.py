@@ -325,9 +325,7 @@ def run_update(
             max_all=run.max_all,
             lockstep=run.sharded,
         )
-        # No floor: the total counts tokens (``token``) or episodes (``episode``), and
-        # with more optimizer steps than episodes the step's share is below 1; a floor
-        # of 1 scaled every such step's loss down by episodes / steps.
+        # No floor of 1: per episode, steps may outnumber episodes (the share is < 1).
         normaliser = total_tokens / len(schedule) if schedule and total_tokens > 0 else 1.0
         for micro_batches in schedule:
             for batch in micro_batches:
