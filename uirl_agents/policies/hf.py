@@ -215,7 +215,9 @@ def sampling_logits(
     """
     scaled = logits.float() / temperature  # a new tensor: the fill below is safe
     if blocked_ids is not None and blocked_ids.numel():
-        scaled.index_fill_(-1, blocked_ids.to(scaled.device), -torch.inf)
+        blocked_ids = blocked_ids.to(scaled.device)
+        # A tokenizer id past the logits (a head narrower than the vocabulary) is never sampled.
+        scaled.index_fill_(-1, blocked_ids[blocked_ids < scaled.shape[-1]], -torch.inf)
     return scaled
 
 
