@@ -29,7 +29,7 @@ from model_fixtures import score_with_run_settings, tiny_training_run  # noqa: E
 
 from uirl_agents.episodes.trajectories import Episode, Step, load_episodes  # noqa: E402
 from uirl_agents.loading.pretrained import load_processor  # noqa: E402
-from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig  # noqa: E402
+from uirl_agents.policies.hf import HFPolicy, HFPolicyConfig, encode_prompts  # noqa: E402
 from uirl_agents.trainers import checkpoint as ckpt  # noqa: E402
 from uirl_agents.trainers import sharding  # noqa: E402
 from uirl_agents.trainers.algorithms.grpo import GRPO, grpo_loss, step_samples  # noqa: E402
@@ -59,7 +59,11 @@ from uirl_agents.trainers.policy_model import (  # noqa: E402  # noqa: E402
     needs_autocast,
 )
 from uirl_agents.trainers.specs import TRAIN_STREAM, derive_specs  # noqa: E402
-from uirl_agents.trainers.update import TokenSample, update_schedule  # noqa: E402
+from uirl_agents.trainers.update import (  # noqa: E402
+    TokenSample,
+    update_schedule,
+    weigh_episode,
+)
 from uirl_agents.trainers.vllm import AdapterLoadError, load_lora_adapter  # noqa: E402
 from uirl_gym.actions import Action, ActionType  # noqa: E402
 
@@ -286,6 +290,10 @@ def test_config_yaml_overrides_and_derived_fields() -> None:
         ),
         ({"env.rows": "[2]"}, "env.task_options: {simple_data_entry: {rows: [2]}}"),
         ({"optim.warmup_iterations": "1"}, "set optim.lr_scheduler: constant_with_warmup"),
+        (
+            {"rollout.backend": "vllm", "model.lora_modules_to_save": "[lm_head]"},
+            "set model.lora_modules_to_save: [] or rollout.backend: hf",
+        ),
     ],
 )
 def test_config_errors_say_what_to_set(overrides: dict, message: str) -> None:
@@ -463,6 +471,38 @@ def test_old_logprobs_come_from_the_trainer_not_the_rollout(tiny_qwen25vl_dir: P
     assert terms.stats["abs_log_ratio"] / tokens < 1e-5
 
 
+def test_trainer_logprobs_are_those_of_the_sampling_distribution(tiny_qwen25vl_dir: Path) -> None:
+    # Sampling suppresses the vision special tokens: the trainer must score the same
+    # distribution, not the raw logits (they differ by log(1 - P(vision tokens))).
+    run = tiny_training_run(tiny_qwen25vl_dir, _grpo_config())
+    model, processor = run.model, run.processor
+    settings = HFPolicyConfig(temperature=0.8, top_p=1.0, top_k=0, max_new_tokens=10)
+    policy = HFPolicy(model, processor, run.format, settings)
+    (recorded,) = _samples(run, [1.0], steps=1)
+    # What transformers samples from: its processed scores (temperature, suppression).
+    inputs = encode_prompts(processor, [recorded.messages], [recorded.images])
+    torch.manual_seed(1)
+    out = model.generate(**inputs, generation_config=policy.generation_config(), output_scores=True)
+    generated = out.sequences[0, inputs["input_ids"].shape[1] :]
+    scores = torch.stack(out.scores, dim=1)[0].float()
+    assert torch.isinf(scores[:, sorted(policy._suppressed_ids)]).all()
+    sampled = scores.log_softmax(-1).gather(-1, generated[:, None]).squeeze(-1)
+    with torch.no_grad():
+        trained, of_recorded = completion_logprobs(
+            model,
+            processor,
+            [recorded.messages] * 2,
+            [recorded.images] * 2,
+            [generated.tolist(), recorded.completion_ids],
+            temperature=0.8,
+        )
+    torch.testing.assert_close(trained, sampled, rtol=0, atol=1e-5)
+    # ... and HFPolicy records that distribution's logprobs.
+    torch.testing.assert_close(
+        of_recorded, torch.tensor(recorded.rollout_logprobs), rtol=0, atol=1e-5
+    )
+
+
 def test_truncated_importance_sampling_weights_the_loss(tiny_qwen25vl_dir: Path) -> None:
     capped = _grpo_config(grpo={"tis_cap": 2.0})
     run = tiny_training_run(tiny_qwen25vl_dir, capped)
@@ -477,6 +517,32 @@ def test_truncated_importance_sampling_weights_the_loss(tiny_qwen25vl_dir: Path)
     assert weighted == pytest.approx(2.0 * plain, rel=1e-5)
     with pytest.raises(ValueError, match="grpo.tis_cap: null"):
         step_samples([_episode_without_logprobs(samples[0])], capped.grpo)
+
+
+def test_rollout_logprobs_before_the_temperature_stop_the_run(tiny_qwen25vl_dir: Path) -> None:
+    # vLLM rollouts with TIS on: the server's logprobs must be temperature-scaled
+    # (--logprobs-mode processed_logprobs); its default gives them before the
+    # temperature, which the scoring pass finds on its first micro-batch.
+    config = _grpo_config(rollout={"backend": "vllm"})
+    assert config.grpo.tis_cap == 3.0 and config.rollout.temperature == 0.8
+    run = tiny_training_run(tiny_qwen25vl_dir, config)
+    samples = _samples(run, [1.0, -1.0])
+    _, metrics = GRPO().score(run, samples)  # the sampled distribution's: accepted
+    assert metrics["train/logprob_mismatch_mean"] < 1e-4
+    with torch.no_grad():
+        raw = completion_logprobs(
+            run.model,
+            run.processor,
+            [s.messages for s in samples],
+            [s.images for s in samples],
+            [s.completion_ids for s in samples],
+            temperature=1.0,
+        )
+    for sample, logprobs in zip(samples, raw, strict=True):
+        sample.rollout_logprobs = logprobs.tolist()
+    with pytest.raises(ValueError, match="--logprobs-mode processed_logprobs") as err:
+        GRPO().score(run, samples)
+    assert "at temperature 1 and by" in str(err.value)
 
 
 def _episode_without_logprobs(sample: TokenSample) -> Episode:
@@ -602,6 +668,33 @@ def test_per_episode_normalisation_weighs_a_long_and_a_short_episode_alike(
         assert math.isfinite(metrics["train/loss"])
     assert norms["token"] > 1e-3
     assert norms["episode"] < 1e-5 * norms["token"]
+
+
+def test_per_episode_normalisation_keeps_the_loss_scale_with_more_steps_than_episodes(
+    tiny_qwen25vl_dir: Path,
+) -> None:
+    # One episode of 3 steps, one step per optimizer step. Per episode its tokens weigh
+    # 1 / its tokens and the normaliser counts 1 episode over 3 steps: each step's
+    # gradient must be exactly the per-token one (one episode: the same mean). A floor
+    # of 1 on the normaliser scaled it down 3-fold.
+    grads, norms = {}, {}
+    for normalization in ("token", "episode"):
+        config = _grpo_config(
+            grpo={"loss_normalization": normalization, "kl_beta": 0},
+            optim={"micro_batch_tokens": 1, "grad_accumulation_steps": 1},
+        )
+        run = tiny_training_run(tiny_qwen25vl_dir, config)
+        run.optimizer = _GradientRecorder(run.trainable)
+        samples = weigh_episode(_samples(run, [1.0], steps=3), normalization)
+        metrics = update_samples(run, GRPO(), samples, iteration=0)
+        assert metrics["train/optimizer_steps"] == 3
+        grads[normalization] = run.optimizer.steps
+        norms[normalization] = metrics["train/grad_norm"]
+    assert norms["episode"] == pytest.approx(norms["token"], rel=1e-4)
+    for per_episode, per_token in zip(grads["episode"], grads["token"], strict=True):
+        for a, b in zip(per_episode, per_token, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-8)
+    assert norms["token"] > 1e-6
 
 
 class _RecordingGRPO(GRPO):

@@ -406,6 +406,99 @@ def test_generation_kwargs_cap_turns_and_block_vision_tokens(
     close_environments()
 
 
+class _ScriptedTurns:
+    """Forces a model's turns through its logits (hooks): every turn is exactly
+    ``length`` tokens, ended by the end-of-turn token: a tool call, or, once the last
+    tool result says that the episode has ended, a closing text."""
+
+    def __init__(self, model: Any, tokenizer: Any, call: dict[str, Any], length: int) -> None:
+        self.tokenizer = tokenizer
+        user = [{"role": "user", "content": "Go."}]
+        prompt = tokenizer.apply_chat_template(user, add_generation_prompt=True, tokenize=False)
+        answer = {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": call}],
+        }
+        full = tokenizer.apply_chat_template([*user, answer], tokenize=False)
+        end = tokenizer.eos_token
+        turn = full[len(prompt) : full.index(end, len(prompt))]
+        self.call = self._padded(turn, length)
+        self.closing = self._padded("Done.", length)
+        self.turns: list[list[int]] = []
+        self.position = 0
+        model.register_forward_pre_hook(self._start, with_kwargs=True)
+        model.lm_head.register_forward_hook(self._force)
+
+    def _padded(self, text: str, length: int) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        filler = self.tokenizer(" x", add_special_tokens=False)["input_ids"][:1]
+        return filler * (length - len(ids) - 1) + ids + [self.tokenizer.eos_token_id]
+
+    def _start(self, _module: Any, _args: tuple, kwargs: dict) -> None:
+        ids = kwargs["input_ids"]
+        if ids.shape[1] == 1:  # a decoding step
+            self.position += 1
+            return
+        self.position = 0
+        texts = self.tokenizer.batch_decode(ids)
+        ended = ["The episode has ended" in t.rsplit("<tool_response>", 1)[-1] for t in texts]
+        self.turns = [self.closing if e else self.call for e in ended]
+
+    def _force(self, _module: Any, _args: tuple, logits: torch.Tensor) -> torch.Tensor | None:
+        if logits.shape[1] != 1 or torch.is_grad_enabled():
+            return None  # not generation
+        forced = torch.full_like(logits, -1e4)
+        for row, turn in enumerate(self.turns):
+            forced[row, 0, turn[min(self.position, len(turn) - 1)]] = 0.0
+        return forced
+
+
+def test_the_budget_keeps_room_for_the_closing_turn(
+    qwen25vl_dir: Path, qwen25vl_processor: Any
+) -> None:
+    # Two steps of full-length turns, the episode ended at max_steps, then the closing
+    # turn TRL generates after the last result: at the budget's own length it fits, so
+    # with mask_truncated_completions no rollout is masked (cut to fit, it ended without
+    # an end-of-turn token and TRL masked the whole rollout).
+    options = {"processor": qwen25vl_processor, "max_steps": 2, "turn_tokens": 96,
+               "task_options": {"num_rows": 1}}  # fmt: skip
+    room = make_environment(max_completion_length=4096, **options).config.budget.tokens_for(2)
+    env_class = make_environment(max_completion_length=room, **options)
+    model, _ = load_model_and_processor(qwen25vl_dir, device="cpu")
+    call = {"name": "scroll", "arguments": {"x": 40, "y": 30, "direction": "down"}}
+    _ScriptedTurns(model, qwen25vl_processor.tokenizer, call, length=96)
+    ended: list[str | None] = []
+
+    def record(environments: list[UirlEnvironment], **_: Any) -> list[float]:
+        ended.extend(e.ended for e in environments)
+        return [0.0] * len(environments)
+
+    args = trl.GRPOConfig(
+        output_dir=str(ROOT / "runs" / "unused"), per_device_train_batch_size=2,
+        num_generations=2, max_completion_length=room, max_steps=1, report_to="none",
+        use_cpu=True, bf16=False, logging_steps=1, save_strategy="no",
+        mask_truncated_completions=True, generation_kwargs=env_class.generation_kwargs(),
+    )  # fmt: skip
+    trainer = trl.GRPOTrainer(
+        model=model,
+        processing_class=qwen25vl_processor,
+        args=args,
+        train_dataset=seed_dataset(2, options={"num_rows": 1}),
+        reward_funcs=[record],
+        environment_factory=env_class,
+    )
+    try:
+        trainer.train()
+        logs = trainer.state.log_history
+    finally:
+        del trainer
+        close_environments()
+    assert ended == ["the limit of 2 actions"] * 2  # both rollouts took both steps
+    (logged,) = [h for h in logs if "completions/clipped_ratio" in h]
+    assert logged["completions/clipped_ratio"] == 0.0
+
+
 def test_make_environment_refuses_bad_options() -> None:
     with pytest.raises(ValueError, match="unknown option"):
         make_environment(max_step=3)

@@ -130,7 +130,10 @@ class TokenBudget:
         screenshot_tokens: one screenshot's tokens, vision markers included.
         step_tokens: a step as the budget plans it: a turn and a result whose report is
             the longest a valid action gets.
-        last_step_tokens: a turn and the largest result (a report of ``REPORT_TOKENS``).
+        last_step_tokens: a turn, the largest result (a report of ``REPORT_TOKENS``) and
+            the closing turn TRL generates after the last result (cut to fit, that turn
+            would end without an end-of-turn token, and TRL's
+            ``mask_truncated_completions`` would then mask the whole rollout).
         result_tokens: a result's tokens, as TRL counts them (``content``: its parts).
         report_tokens: a report's tokens on its own (at least its count in a result).
     """
@@ -200,14 +203,14 @@ class TokenBudget:
             turn_tokens=turn_tokens,
             screenshot_tokens=sum(i in vision for i in bare_ids),
             step_tokens=turn_tokens + bare + report_tokens(longest_valid),
-            last_step_tokens=turn_tokens + bare + REPORT_TOKENS,
+            last_step_tokens=turn_tokens + bare + REPORT_TOKENS + turn_tokens,
             result_tokens=result_tokens,
             report_tokens=report_tokens,
         )
 
     def tokens_for(self, steps: int) -> int:
         """The completion tokens ``steps`` steps may take: ``steps - 1`` planned steps,
-        and room for the largest result after the last."""
+        and room for the largest result after the last and the closing turn."""
         return (steps - 1) * self.step_tokens + self.last_step_tokens
 
     def max_steps(self) -> int:

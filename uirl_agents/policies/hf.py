@@ -203,54 +203,90 @@ def logit_row_chunks(rows: int, vocab: int) -> list[tuple[int, int]]:
     return [(start, min(start + step, rows)) for start in range(0, rows, step)]
 
 
+def sampling_logits(
+    logits: torch.Tensor, temperature: float, blocked_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Logits as the policy samples from them: float32, divided by ``temperature``, the
+    ``blocked_ids`` (the vision special tokens, :func:`vision_token_ids`) at -inf.
+
+    The one definition of the sampling distribution: the logprobs :class:`HFPolicy`
+    records and the trainer's (``completion_logprobs``) both come from it, so that the
+    trained distribution is the sampled one (vLLM biases the same ids by -100).
+    """
+    scaled = logits.float() / temperature  # a new tensor: the fill below is safe
+    if blocked_ids is not None and blocked_ids.numel():
+        blocked_ids = blocked_ids.to(scaled.device)
+        # A tokenizer id past the logits (a head narrower than the vocabulary) is never sampled.
+        scaled.index_fill_(-1, blocked_ids[blocked_ids < scaled.shape[-1]], -torch.inf)
+    return scaled
+
+
+def blocked_id_tensor(blocked_ids: Sequence[int] | frozenset[int]) -> torch.Tensor | None:
+    """``blocked_ids`` as the index tensor :func:`sampling_logits` takes (None: none)."""
+    return torch.tensor(sorted(blocked_ids), dtype=torch.long) if blocked_ids else None
+
+
 class _SelectiveLogSoftmax(torch.autograd.Function):
-    """``log_softmax(logits / T)`` at one index per row, in float32, a chunk of rows at a
-    time; the backward pass recomputes each chunk's softmax instead of keeping a float32
-    copy of every row (it keeps only the logits, in their own dtype)."""
+    """``log_softmax`` of :func:`sampling_logits` at one index per row, in float32, a
+    chunk of rows at a time; the backward pass recomputes each chunk's softmax instead of
+    keeping a float32 copy of every row (it keeps only the logits, in their own dtype)."""
 
     @staticmethod
     def forward(
-        ctx: Any, logits: torch.Tensor, index: torch.Tensor, temperature: float
+        ctx: Any,
+        logits: torch.Tensor,
+        index: torch.Tensor,
+        temperature: float,
+        blocked: torch.Tensor | None,
     ) -> torch.Tensor:
         out = torch.empty(index.shape, dtype=torch.float32, device=logits.device)
         for start, end in logit_row_chunks(logits.shape[0], logits.shape[-1]):
-            scaled = logits[start:end].float() / temperature
+            scaled = sampling_logits(logits[start:end], temperature, blocked)
             picked = scaled.gather(-1, index[start:end, None]).squeeze(-1)
             out[start:end] = picked - torch.logsumexp(scaled, dim=-1)
         ctx.save_for_backward(logits, index)
         ctx.temperature = temperature
+        ctx.blocked = blocked
         return out
 
     @staticmethod
-    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, None, None]:
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, None, None, None]:
         logits, index = ctx.saved_tensors
         grad = torch.empty_like(logits)
         for start, end in logit_row_chunks(logits.shape[0], logits.shape[-1]):
             g = grad_out[start:end, None].float()
-            # d logp[y] / d logit_j = (1[j = y] - softmax_j) / T
-            chunk = torch.softmax(logits[start:end].float() / ctx.temperature, dim=-1) * -g
+            # d logp[y] / d logit_j = (1[j = y] - softmax_j) / T (0 for a blocked j)
+            scaled = sampling_logits(logits[start:end], ctx.temperature, ctx.blocked)
+            chunk = torch.softmax(scaled, dim=-1) * -g
             chunk.scatter_add_(-1, index[start:end, None], g)
             grad[start:end] = chunk / ctx.temperature
-        return grad, None, None
+        return grad, None, None, None
 
 
 def selective_log_softmax(
-    logits: torch.Tensor, index: torch.Tensor, temperature: float = 1.0
+    logits: torch.Tensor,
+    index: torch.Tensor,
+    temperature: float = 1.0,
+    blocked_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``log_softmax(logits.float() / temperature, -1).gather(-1, index)``, without a
-    float32 copy of the whole vocabulary for every position (with gradients).
+    """``log_softmax(sampling_logits(logits, temperature, blocked_ids), -1).gather(-1,
+    index)``, without a float32 copy of the whole vocabulary for every position (with
+    gradients).
 
     Args:
         logits: ``(..., V)`` in any float dtype.
         index: ``(...)`` token ids.
         temperature: divides the logits.
+        blocked_ids: token ids left out of the distribution (:func:`blocked_id_tensor`).
 
     Returns:
-        ``(...)`` float32 logprobs of ``index``.
+        ``(...)`` float32 logprobs of ``index`` (-inf for a blocked one).
     """
     vocab = logits.shape[-1]
+    if blocked_ids is not None:
+        blocked_ids = blocked_ids.to(logits.device)
     flat = _SelectiveLogSoftmax.apply(
-        logits.reshape(-1, vocab), index.reshape(-1).long(), float(temperature)
+        logits.reshape(-1, vocab), index.reshape(-1).long(), float(temperature), blocked_ids
     )
     return flat.view(index.shape)
 
@@ -360,6 +396,7 @@ class HFPolicy:
             tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self._eos_ids[0]
         )
         self._suppressed_ids = sorted(vision_token_ids(model.config, tokenizer))
+        self._blocked = blocked_id_tensor(self._suppressed_ids)
 
     @classmethod
     def from_pretrained(
@@ -410,8 +447,9 @@ class HFPolicy:
         """The explicit sampling settings; every field that shapes the distribution is set,
         so that the checkpoint's generation_config.json (e.g. top_k=1,
         repetition_penalty=1.05 in Qwen2.5-VL) cannot change what is sampled. Vision
-        special tokens are suppressed (:func:`vision_token_ids`); the recorded logprobs
-        stay those of the raw logits, as with top-k/top-p (the trainer's convention)."""
+        special tokens are suppressed (:func:`vision_token_ids`), and the recorded logprobs
+        leave them out too (:func:`sampling_logits`, as the trainer scores); top-k/top-p
+        do not change them (the trainer's convention)."""
         c = self.config
         sampling = {"temperature": c.temperature, "top_p": c.top_p, "top_k": c.top_k}
         return GenerationConfig(
@@ -488,7 +526,9 @@ class HFPolicy:
         prompt_len = inputs["input_ids"].shape[1]
         generated = out.sequences[:, prompt_len:]
         logits = torch.stack(out.logits, dim=1)
-        logprobs = selective_log_softmax(logits, generated, self.config.logprob_temperature)
+        logprobs = selective_log_softmax(
+            logits, generated, self.config.logprob_temperature, self._blocked
+        )
         is_eos = torch.isin(generated, torch.tensor(self._eos_ids, device=generated.device))
         results = []
         for i in range(generated.shape[0]):

@@ -754,6 +754,13 @@ def _check_rollout(r: RolloutConfig, m: ModelConfig) -> None:
             "rollout.backend is vllm, which loads LoRA adapters at run time, but "
             "model.lora_rank is 0: set model.lora_rank > 0 or rollout.backend: hf"
         )
+    if r.backend == "vllm" and m.lora_modules_to_save:
+        raise ValueError(
+            "rollout.backend is vllm, which refuses LoRA adapters with modules_to_save, "
+            f"but model.lora_modules_to_save is {list(m.lora_modules_to_save)}: the run "
+            "would stop at its first weight publish; set model.lora_modules_to_save: [] "
+            "or rollout.backend: hf"
+        )
 
 
 def _check_optim(o: OptimConfig) -> None:

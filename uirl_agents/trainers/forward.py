@@ -33,9 +33,12 @@ from transformers.processing_utils import ProcessorMixin
 from uirl_agents.formats.base import Message
 from uirl_agents.policies.hf import (
     VisionLanguageModel,
+    blocked_id_tensor,
     encode_prompts,
     logit_row_chunks,
+    sampling_logits,
     selective_log_softmax,
+    vision_token_ids,
 )
 from uirl_agents.trainers import sharding
 from uirl_agents.trainers.losses import clipped_surrogate, pad_sequences, token_budget_batches
@@ -54,6 +57,7 @@ def score_samples(
     kl_beta: float,
     micro_batch_tokens: int,
     value_head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    check_rollout_temperature: bool = False,
 ) -> dict[str, float]:
     """Fill in each sample's old (and reference) logprobs with the trainer's forward pass,
     and with ``value_head`` (PPO's: hidden states -> values) its ``old_value``, from the
@@ -66,6 +70,9 @@ def score_samples(
         kl_beta: the reference logprobs are computed when > 0 (``grpo.kl_beta``).
         micro_batch_tokens: the padded tokens of one forward pass (``optim.micro_batch_tokens``).
         value_head: PPO's value head.
+        check_rollout_temperature: check on the first micro-batch that the rollout
+            logprobs are temperature-scaled (:func:`check_temperature_scaled`; the
+            scoring passes ask for it with vLLM rollouts and TIS on).
 
     Returns:
         ``train/entropy`` (mean per token of the policy's sampling distribution) and,
@@ -74,6 +81,8 @@ def score_samples(
     """
     entropy_sum, tokens, mismatch_sum, mismatch_max, compared = 0.0, 0, 0.0, 0.0, 0
     batches = token_budget_batches(samples, lambda s: s.num_tokens, micro_batch_tokens)
+    if check_rollout_temperature:
+        check_temperature_scaled(run, batches[0] if batches else [], temperature)
     # Each process scores its own samples (as many passes as it has batches): the model
     # is gathered whole so that forward passes need no collective (FSDP).
     with torch.no_grad(), sharding.gathered(run.model), run.autocast():
@@ -105,6 +114,53 @@ def score_samples(
         metrics["train/logprob_mismatch_mean"] = run.sum_all(mismatch_sum) / run.sum_all(compared)
         metrics["train/logprob_mismatch_max"] = run.max_all(mismatch_max)
     return metrics
+
+
+# The TIS weights' rollout logprobs must be of the distribution sampled from: scaled by
+# the temperature. vLLM's default --logprobs-mode (raw_logprobs) returns them before the
+# temperature, and every weight is then biased when rollout.temperature is not 1.
+def check_temperature_scaled(
+    run: TrainingRun, batch: Sequence[TokenSample], temperature: float
+) -> None:
+    """Stop the run when the rollout engine's logprobs of ``batch`` are closer to the
+    trainer's at temperature 1 than at ``temperature`` (a collective: every process
+    takes part, with or without samples, and all raise alike).
+
+    Raises:
+        ValueError: they are (the message gives both figures and the server flag).
+    """
+    if temperature == 1.0:
+        return  # both conventions agree
+    batch = [
+        s for s in batch if s.rollout_logprobs and len(s.rollout_logprobs) == len(s.completion_ids)
+    ]
+    sums = {"scaled": 0.0, "raw": 0.0, "tokens": 0.0}
+    if batch:
+        with torch.no_grad(), sharding.gathered(run.model), run.autocast():
+            for t, key in ((temperature, "scaled"), (1.0, "raw")):
+                for sample, lp in zip(
+                    batch, sample_logprobs(run, batch, temperature=t), strict=True
+                ):
+                    rollout = torch.tensor(sample.rollout_logprobs)
+                    sums[key] += float((rollout - lp.float().cpu()).abs().sum())
+        sums["tokens"] = float(sum(len(s.completion_ids) for s in batch))
+    total = run.sum_all_dict(sums)
+    tokens = max(total["tokens"], 1.0)
+    scaled, raw = total["scaled"] / tokens, total["raw"] / tokens
+    if total["tokens"] and raw < scaled:
+        raise ValueError(
+            f"the rollout engine's logprobs are those before the temperature: per token "
+            f"they differ from the trainer's by {raw:.4f} at temperature 1 and by "
+            f"{scaled:.4f} at rollout.temperature {temperature}, which biases every "
+            "truncated importance sampling weight. Start the vLLM server with "
+            "--logprobs-mode processed_logprobs (docs/training.md, Rollouts with vLLM)"
+        )
+    logger.info(
+        "rollout logprobs vs the trainer's, per token: %.4f (temperature %s), %.4f (1)",
+        scaled,
+        temperature,
+        raw,
+    )
 
 
 def sample_logprobs(
@@ -192,7 +248,8 @@ def completion_logprobs(
 
     The inverse of what :meth:`~uirl_agents.policies.hf.HFPolicy.act` records: feed a step's ``messages``,
     ``images`` and ``completion_ids`` and get back its ``logprobs`` (same convention:
-    ``log_softmax(logits / temperature)``). Gradients flow: call it under
+    ``log_softmax`` of :func:`~uirl_agents.policies.hf.sampling_logits`: scaled by the
+    temperature, the vision special tokens left out). Gradients flow: call it under
     ``torch.no_grad()`` for reference/old-policy logprobs, without for the loss.
 
     Args:
@@ -242,9 +299,12 @@ def completion_logprobs(
     # The unused last position is scored too (index 0): slicing it off first would copy
     # every logit, and the point of selective_log_softmax is to copy none.
     targets = torch.cat([completions, completions.new_zeros((len(lengths), 1))], dim=1)
-    token_logprobs = selective_log_softmax(logits, targets.to(device), temperature)[:, :-1]
+    # The distribution the policy sampled from: without the vision special tokens.
+    blocked = blocked_id_tensor(vision_token_ids(model.config, processor.tokenizer))
+    token_logprobs = selective_log_softmax(logits, targets.to(device), temperature, blocked)
+    token_logprobs = token_logprobs[:, :-1]
     if entropies is not None:
-        entropy = softmax_entropy(logits, temperature)[:, :-1]
+        entropy = softmax_entropy(logits, temperature, blocked)[:, :-1]
         entropies.extend(entropy[i, :n] for i, n in enumerate(lengths))
     return [token_logprobs[i, :n] for i, n in enumerate(lengths)]
 
@@ -309,13 +369,15 @@ def prompt_and_completion_inputs(
 
 
 @torch.no_grad()
-def softmax_entropy(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-    """The entropy of ``softmax(logits / temperature)`` per position (float32, no
-    gradient), a chunk of rows at a time."""
+def softmax_entropy(
+    logits: torch.Tensor, temperature: float = 1.0, blocked_ids: torch.Tensor | None = None
+) -> torch.Tensor:
+    """The entropy of the sampling distribution (:func:`sampling_logits`) per position
+    (float32, no gradient), a chunk of rows at a time."""
     vocab = logits.shape[-1]
     flat = logits.reshape(-1, vocab)
     out = torch.empty(flat.shape[0], dtype=torch.float32, device=logits.device)
     for start, end in logit_row_chunks(flat.shape[0], vocab):
-        logprobs = torch.log_softmax(flat[start:end].float() / temperature, dim=-1)
-        out[start:end] = -(logprobs.exp() * logprobs).sum(-1)
+        probs = torch.softmax(sampling_logits(flat[start:end], temperature, blocked_ids), -1)
+        out[start:end] = torch.special.entr(probs).sum(-1)  # -p log p, 0 where p = 0
     return out.view(logits.shape[:-1])

@@ -325,7 +325,8 @@ def run_update(
             max_all=run.max_all,
             lockstep=run.sharded,
         )
-        normaliser = max(total_tokens / max(len(schedule), 1), 1.0)
+        # No floor of 1: per episode, steps may outnumber episodes (the share is < 1).
+        normaliser = total_tokens / len(schedule) if schedule and total_tokens > 0 else 1.0
         for micro_batches in schedule:
             for batch in micro_batches:
                 batch = [s for s in batch if keep is None or keep(s)]

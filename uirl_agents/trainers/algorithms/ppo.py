@@ -95,6 +95,9 @@ class PPO(Algorithm):
             temperature=config.rollout.temperature,
             kl_beta=config.ppo.kl_beta,
             micro_batch_tokens=config.optim.micro_batch_tokens,
+            check_rollout_temperature=(
+                config.rollout.backend == "vllm" and config.ppo.tis_cap is not None
+            ),
             value_head=run.value_head,
         )
         set_advantages(self.states, config.ppo.gamma, config.ppo.lam)
