@@ -48,8 +48,7 @@ from uirl_gym.protocol import (
     Route,
     SessionInfo,
     act_query,
-    decode_dialogs,
-    decode_progress,
+    decode_json_header,
     token_from_environment,
 )
 
@@ -347,9 +346,13 @@ class SessionClient:
             if header in response.headers
         }
         dialogs = response.headers.get(DIALOGS_HEADER)
-        self.last_dialogs = decode_dialogs(dialogs) if dialogs else []
+        self.last_dialogs = decode_json_header(DIALOGS_HEADER, dialogs, list) if dialogs else []
         progress_header = response.headers.get(PROGRESS_HEADER)
-        progress = decode_progress(progress_header) if progress_header else self.progress()
+        progress = (
+            decode_json_header(PROGRESS_HEADER, progress_header, dict)
+            if progress_header
+            else self.progress()
+        )
         screen = (
             int(response.headers.get(WIDTH_HEADER, DEFAULT_SCREEN[0])),
             int(response.headers.get(HEIGHT_HEADER, DEFAULT_SCREEN[1])),

@@ -7,7 +7,7 @@ Everything that crosses the wire between :mod:`uirl_gym.session` (the server) an
 - the session: :class:`SessionInfo` (its URL and credentials) and its token;
 - the screenshot formats (:class:`ImageFormat`);
 - the JSON headers' codec (``X-Progress``, ``X-Dialogs``: :func:`encode_json_header`,
-  :func:`decode_progress`, :func:`decode_dialogs`);
+  :func:`decode_json_header`);
 - ``GET /act``'s query <-> an :class:`~uirl_gym.actions.Action` (:func:`act_query` builds
   it, :func:`parse_act_query` reads it back, the ui-verifiers way: below).
 
@@ -175,20 +175,19 @@ def encode_json_header(value: Mapping[str, Any] | list[Any]) -> str:
     return json.dumps(value, separators=(",", ":")).replace("\x7f", "\\u007f")
 
 
-def decode_progress(value: str) -> dict[str, Any]:
-    """The record from its header value (:func:`encode_json_header`)."""
-    record = json.loads(value)
-    if not isinstance(record, dict):
-        raise ValueError(f"{PROGRESS_HEADER}: expected a JSON object, got {type(record).__name__}")
-    return record
+def decode_json_header(name: str, value: str, expected: type[dict] | type[list]) -> Any:
+    """A JSON header's value (:func:`encode_json_header`): the record (``X-Progress``, a
+    dict) or the dialogs (``X-Dialogs``, a list of ``{type, message, accepted, ...}``).
 
-
-def decode_dialogs(value: str) -> list[dict[str, Any]]:
-    """The dialogs from their header value: ``[{type, message, accepted, ...}]``."""
-    dialogs = json.loads(value)
-    if not isinstance(dialogs, list):
-        raise ValueError(f"{DIALOGS_HEADER}: expected a JSON list, got {type(dialogs).__name__}")
-    return dialogs
+    Raises:
+        ValueError: not JSON, or not of the ``expected`` kind.
+    """
+    decoded = json.loads(value)
+    if not isinstance(decoded, expected):
+        raise ValueError(
+            f"{name}: expected a JSON {expected.__name__}, got {type(decoded).__name__}"
+        )
+    return decoded
 
 
 # ---- GET /act -----------------------------------------------------------------------------
