@@ -60,9 +60,17 @@ class ActionType(enum.StrEnum):
     SCROLL = "scroll"
     # The agent declares the task done; handled by the env, never sent to a session.
     FINISH = "finish"
-    # Press the left button at (x, y), move to (end_x, end_y), release. Last, so that
-    # the action space's indices of the others stay what they were.
+    # Press the left button at (x, y), move to (end_x, end_y), release. Appended, so
+    # that the action space's indices of the others stay what they were.
     DRAG = "drag"
+    # Actions on an element (its ``bid``, from a text observation): type ``text`` into a
+    # field in place of its value, choose an option of a <select>, give it the focus.
+    FILL = "fill"
+    SELECT_OPTION = "select_option"
+    FOCUS = "focus"
+    # The agent's message to the user (BrowserGym's chat): handled by the env, like
+    # ``finish``, never sent to a session.
+    SEND_MSG_TO_USER = "send_msg_to_user"
 
 
 class ScrollDirection(enum.StrEnum):
@@ -84,9 +92,23 @@ POINTER_ACTIONS = frozenset(
 )
 # Actions that may hold modifier keys while they act (their ``keys``: a shift+click).
 HOLDING_ACTIONS = POINTER_ACTIONS | {ActionType.DRAG}
+# Actions that need an element (a ``bid``); and those that take one in place of a point
+# (or, ``keys``, to press with the element focused).
+ELEMENT_ACTIONS = frozenset({ActionType.FILL, ActionType.SELECT_OPTION, ActionType.FOCUS})
+BID_ACTIONS = (
+    (POINTER_ACTIONS - {ActionType.SCROLL}) | {ActionType.DRAG, ActionType.KEYS} | ELEMENT_ACTIONS
+)
+# Actions the env answers itself (never sent to a session).
+ENV_ACTIONS = frozenset({ActionType.FINISH, ActionType.SEND_MSG_TO_USER})
 ACTION_TYPES: tuple[ActionType, ...] = tuple(ActionType)
 # The optional fields of an action, in ``GET /act`` order.
-ACTION_FIELDS = ("x", "y", "text", "keys", "direction", "amount", "end_x", "end_y")
+ACTION_FIELDS = (
+    "x", "y", "text", "keys", "direction", "amount", "end_x", "end_y", "bid", "end_bid"
+)  # fmt: skip
+# An element id as the text observations write it (BrowserGym's form: digits, after the
+# letters of the frame it is in: "12", "a3", "aB7").
+BID_RE = re.compile(r"[A-Za-z0-9]{1,32}")
+MAX_BID_LENGTH = 32
 SCROLL_DIRECTIONS: tuple[ScrollDirection, ...] = tuple(ScrollDirection)
 
 # Modifier spellings accepted in ``keys`` (pyautogui / xdotool / UI-TARS style) and
@@ -313,6 +335,14 @@ class Action:
         direction: where ``scroll`` scrolls.
         amount: how many wheel notches ``scroll`` turns (100 px each).
         end_x, end_y: where ``drag`` releases the button (it presses at ``x, y``).
+        bid: the element a click, ``mouse_move``, ``drag``, ``keys``, ``fill``,
+            ``select_option`` or ``focus`` acts on, in place of ``x, y`` (its id in the
+            last text observation); the session scrolls it into view and acts at the
+            centre of its visible part, with the same input events as at a point.
+        end_bid: the element ``drag`` releases on, in place of ``end_x, end_y``.
+
+    ``fill`` replaces the element's value by ``text`` (typed as keys; empty clears it);
+    ``select_option`` chooses the option whose value or label is ``text``.
     """
 
     type: ActionType
@@ -324,6 +354,8 @@ class Action:
     amount: int | None = None
     end_x: int | None = None
     end_y: int | None = None
+    bid: str | None = None
+    end_bid: str | None = None
 
     def __post_init__(self) -> None:
         # Normalise enum-valued fields so that Action("left_click", ...) works.
@@ -361,21 +393,25 @@ class Action:
             ValueError: naming the field and what is allowed.
         """
         t = self.type
+        self._validate_element()
         needs_point = t in POINTER_ACTIONS and t is not ActionType.SCROLL
-        if needs_point and (self.x is None or self.y is None):
-            raise ValueError(f"x, y: {t.value} needs both coordinates")
+        if needs_point and self.bid is None and (self.x is None or self.y is None):
+            raise ValueError(f"x, y: {t.value} needs both coordinates (or an element's bid)")
         if (self.x is None) != (self.y is None):
             raise ValueError("x, y: give both coordinates or neither")
-        if t is ActionType.DRAG and None in (self.x, self.y, self.end_x, self.end_y):
+        if t is ActionType.DRAG and (
+            (self.bid is None and None in (self.x, self.y))
+            or (self.end_bid is None and None in (self.end_x, self.end_y))
+        ):
             raise ValueError(
-                "x, y, end_x, end_y: drag needs the point to press at (x, y) and the one to "
-                "release at (end_x, end_y)"
+                "x, y, end_x, end_y: drag needs the point (or bid) to press at and the one "
+                "(end_x, end_y or end_bid) to release at"
             )
         width, height = screen
-        points = [("x", self.x, width), ("y", self.y, height)]
-        if t is ActionType.DRAG:
+        points = [("x", self.x, width), ("y", self.y, height)] if self.x is not None else []
+        if t is ActionType.DRAG and self.end_x is not None:
             points += [("end_x", self.end_x, width), ("end_y", self.end_y, height)]
-        for name, value, limit in points if self.x is not None else ():
+        for name, value, limit in points:
             if isinstance(value, bool) or not isinstance(value, int | np.integer):
                 raise ValueError(f"{name}: must be an integer, got {value!r}")
             if not 0 <= value < limit:
@@ -385,10 +421,49 @@ class Action:
         self._validate_fields(max_text_length)
         return self
 
+    def _validate_element(self) -> None:
+        """The element fields: a bid where the type takes one, in BrowserGym's form."""
+        t = self.type
+        for name in ("bid", "end_bid"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, str) or not BID_RE.fullmatch(value):
+                raise ValueError(
+                    f"{name}: an element id is 1-{MAX_BID_LENGTH} letters and digits as the "
+                    f"text observation writes it (e.g. '12', 'a3'), got {value!r}"
+                )
+        if self.bid is not None and t not in BID_ACTIONS:
+            raise ValueError(
+                f"bid: {t.value} acts on no element; these do: "
+                f"{', '.join(sorted(a.value for a in BID_ACTIONS))}"
+            )
+        if self.end_bid is not None and t is not ActionType.DRAG:
+            raise ValueError(f"end_bid: only drag releases on an element, not {t.value}")
+        if self.bid is not None and self.x is not None:
+            raise ValueError(f"x, y, bid: {t.value} acts at a point or on an element, not both")
+        if self.end_bid is not None and self.end_x is not None:
+            raise ValueError("end_x, end_y, end_bid: drag releases at a point or on an element")
+        if t in ELEMENT_ACTIONS and self.bid is None:
+            raise ValueError(f"bid: {t.value} needs the element's id (bid)")
+        if t in (ActionType.FILL, ActionType.SELECT_OPTION, ActionType.SEND_MSG_TO_USER):
+            if not isinstance(self.text, str):
+                what = "the value to fill in" if t is ActionType.FILL else "the option or text"
+                raise ValueError(f"text: {t.value} needs {what} as a string, got {self.text!r}")
+            if t is ActionType.SELECT_OPTION and not self.text:
+                raise ValueError("text: select_option needs an option's value or label")
+
     def _validate_fields(self, max_text_length: int) -> None:
         # Their types are checked too: a recorder request's JSON can hold a list or an
         # object where a string belongs, which used to surface as an internal error.
         t = self.type
+        if t in (ActionType.FILL, ActionType.SELECT_OPTION, ActionType.SEND_MSG_TO_USER):
+            assert isinstance(self.text, str)  # _validate_element
+            _check_unicode("text", self.text)
+            if len(self.text) > max_text_length:
+                raise ValueError(
+                    f"text: at most {max_text_length} characters, got {len(self.text)}"
+                )
         if t is ActionType.TYPE:
             # Empty text types nothing, as pyautogui.typewrite("") does (a no-op).
             if self.text is None:
@@ -482,10 +557,30 @@ class Action:
             "amount": self.scroll_amount,
             "end_x": self.end_x or 0,
             "end_y": self.end_y or 0,
+            "bid": self.bid or "",
+            "end_bid": self.end_bid or "",
         }
 
 
 _TEXT_CHARSET = "".join(chr(c) for c in range(32, 127))
+
+
+class BidText(spaces.Text):
+    """An element id (``""``: none, act at the point). Its samples are ``""``: a random
+    id is almost never on the page, so a random agent acts at random points instead of
+    sending ids that are all refused; ``contains`` takes any id in BrowserGym's form."""
+
+    def __init__(self, seed: Any = None) -> None:
+        alnum = "".join(chr(c) for c in (*range(48, 58), *range(65, 91), *range(97, 123)))
+        super().__init__(MAX_BID_LENGTH, min_length=0, charset=alnum, seed=seed)
+
+    def sample(self, mask: Any = None, probability: Any = None) -> str:
+        if mask is not None or probability is not None:
+            return super().sample(mask=mask, probability=probability)
+        return ""
+
+    def __repr__(self) -> str:
+        return f"BidText(0, {MAX_BID_LENGTH})"
 
 
 def check_screen(value: Any) -> tuple[int, int]:
@@ -515,8 +610,10 @@ def action_space(seed: int | None = None, screen: tuple[int, int] = DEFAULT_SCRE
     ``action_type`` indexes :data:`ACTION_TYPES`; ``x`` and ``y`` are screen pixels
     (``Discrete``: pixels are integers, and a pixel Box would be a badly scaled one);
     ``direction`` indexes :data:`SCROLL_DIRECTIONS`; ``end_x``/``end_y`` are where a
-    ``drag`` releases; fields the type does not use are ignored; ``screen`` is the
-    session's (width, height). :func:`to_action` turns a sample into an :class:`Action`.
+    ``drag`` releases; ``bid``/``end_bid`` name an element in place of a point (``""``:
+    none; see :class:`BidText`); fields the type does not use are ignored; ``screen`` is
+    the session's (width, height). :func:`to_action` turns a sample into an
+    :class:`Action`.
     """
     return spaces.Dict(
         {
@@ -529,6 +626,8 @@ def action_space(seed: int | None = None, screen: tuple[int, int] = DEFAULT_SCRE
             "amount": spaces.Discrete(MAX_SCROLL_AMOUNT, start=1),
             "end_x": spaces.Discrete(screen[0]),
             "end_y": spaces.Discrete(screen[1]),
+            "bid": BidText(),
+            "end_bid": BidText(),
         },
         seed=seed,
     )
@@ -556,12 +655,21 @@ def _from_space_sample(sample: Mapping[str, Any]) -> Action:
     """
     action_type = _space_index(sample, "action_type", ACTION_TYPES)
     fields: dict[str, Any] = {"type": action_type}
+    # An element when the sample names one (a sample of an older space has no bid).
+    bid = str(sample.get("bid") or "") if action_type in BID_ACTIONS else ""
+    end_bid = str(sample.get("end_bid") or "") if action_type is ActionType.DRAG else ""
     try:
-        if action_type in POINTER_ACTIONS or action_type is ActionType.DRAG:
+        if bid:
+            fields["bid"] = bid
+        elif action_type in POINTER_ACTIONS or action_type is ActionType.DRAG:
             fields |= {"x": int(sample["x"]), "y": int(sample["y"])}
-        if action_type is ActionType.DRAG:
+        if end_bid:
+            fields["end_bid"] = end_bid
+        elif action_type is ActionType.DRAG:
             fields |= {"end_x": int(sample["end_x"]), "end_y": int(sample["end_y"])}
-        if action_type is ActionType.TYPE:
+        if action_type in (
+            ActionType.TYPE, ActionType.FILL, ActionType.SELECT_OPTION, ActionType.SEND_MSG_TO_USER
+        ):  # fmt: skip
             fields["text"] = str(sample["text"])
         if action_type is ActionType.KEYS:
             fields["keys"] = str(sample["keys"])

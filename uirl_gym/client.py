@@ -29,6 +29,7 @@ import io
 import logging
 import time
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -364,6 +365,22 @@ class SessionClient:
 
     def progress(self) -> dict[str, Any]:
         return self._request("GET", Route.PROGRESS, idempotent=True).json()
+
+    def page(self, include: Iterable[str] = (), *, full: bool = False) -> dict[str, Any]:
+        """The page as text (``GET /page``): ``url``, ``title``, ``focused_element_bid``,
+        ``open_pages_urls``, and the parts ``include`` names (``axtree``, ``dom``,
+        ``elements``; docs/protocol.md). Marks the page's elements with their bids.
+
+        Raises:
+            SessionHTTPError: the server refused (an unknown part, no episode yet).
+        """
+        params = {"include": ",".join(include), "full": "1" if full else "0"}
+        timeout = self.timeout
+        if self.action_timeout_s is not None:
+            timeout = (self.timeout[0], self.action_timeout_s + ACTION_READ_MARGIN_S)
+        return self._request(
+            "GET", Route.PAGE, params=params, idempotent=True, timeout=timeout
+        ).json()
 
     def oracle(self) -> dict[str, Any]:
         """Privileged state (target rows, element boxes): for experts and tests only."""

@@ -435,6 +435,15 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 f"the env with task={running!r} (or reset with options={{'task': {task!r}}})"
             )
 
+    def page(self, include: tuple[str, ...] = (), *, full: bool = False) -> dict[str, Any]:
+        """The page as text now (``GET /page``): ``url``, ``title``,
+        ``focused_element_bid``, ``open_pages_urls``, ``open_pages_titles`` and the parts
+        ``include`` names (``axtree``, ``dom``, ``elements``), CDP's objects with each
+        element's bid; ``full`` keeps every field CDP sends. What the text observations
+        are made from (docs/env.md); it marks the page's elements with the bids that
+        actions by element take."""
+        return self._ensure_session().page(include, full=full)
+
     def oracle(self) -> dict[str, Any]:
         """The task's privileged state (target values, element boxes): for experts only."""
         return self._ensure_session().oracle()

@@ -47,6 +47,7 @@ from uirl_gym.actions import (
     ACTION_FIELDS,
     DEFAULT_ACTION_TIMEOUT_S,
     DEFAULT_SCREEN,
+    ENV_ACTIONS,
     MAX_ACTION_TIMEOUT_S,
     MAX_KEYS_LENGTH,
     MAX_SCROLL_AMOUNT,
@@ -66,6 +67,8 @@ class Route(enum.StrEnum):
     ACT = "/act"
     PROGRESS = "/progress"
     ORACLE = "/oracle"
+    # The page as text: the accessibility tree, the DOM, the elements' boxes (issue 41).
+    PAGE = "/page"
     TASK_APP = "/task/app"
 
 
@@ -216,16 +219,20 @@ MAX_TYPED_TEXT = 8192
 MAX_ACT_QUERY_BYTES = (MAX_TYPED_TEXT + MAX_KEYS_LENGTH) * 12 + 4096
 # An integer parameter: every one is clamped into its range, so negatives are fine.
 _INTEGER = re.compile(r"-?[0-9]+")
-# Actions a session performs (``finish`` is the env's, see the module docstring).
-SESSION_ACTIONS = tuple(t for t in ActionType if t is not ActionType.FINISH)
+# Actions a session performs (``finish`` and ``send_msg_to_user`` are the env's, see
+# the module docstring).
+SESSION_ACTIONS = tuple(t for t in ActionType if t not in ENV_ACTIONS)
 # The fields each action type reads; anything else it is given is ignored. A pointer
 # action's ``keys`` are modifiers held while it acts (``shift`` for a shift+click).
 FIELDS_USED: dict[ActionType, set[str]] = {
     ActionType.TYPE: {"text"},
-    ActionType.KEYS: {"keys"},
+    ActionType.KEYS: {"keys", "bid"},
     ActionType.SCROLL: {"x", "y", "direction", "amount", "keys"},
-    **{t: {"x", "y", "keys"} for t in POINTER_ACTIONS if t is not ActionType.SCROLL},
-    ActionType.DRAG: {"x", "y", "end_x", "end_y", "keys"},
+    **{t: {"x", "y", "keys", "bid"} for t in POINTER_ACTIONS if t is not ActionType.SCROLL},
+    ActionType.DRAG: {"x", "y", "end_x", "end_y", "keys", "bid", "end_bid"},
+    ActionType.FILL: {"bid", "text"},
+    ActionType.SELECT_OPTION: {"bid", "text"},
+    ActionType.FOCUS: {"bid"},
 }
 
 
@@ -283,6 +290,9 @@ def parse_act_query(
                 fields[name] = _clamp(name, _int(query, name), 0, size - 1, clamped)
     if "text" in used and query.get("text") is not None:
         fields["text"] = query["text"]
+    for name in ("bid", "end_bid"):
+        if name in used and _given(query, name):
+            fields[name] = query[name]
     if "keys" in used and query.get("keys") is not None:
         fields["keys"] = query["keys"]
     if "direction" in used and query.get("direction") is not None:
@@ -313,10 +323,10 @@ def _action_type(raw: str | None) -> ActionType:
     allowed = ", ".join(t.value for t in SESSION_ACTIONS)
     if raw is None or raw == "":
         raise ValueError(f"action_type: missing; allowed: {allowed}")
-    if raw == ActionType.FINISH.value:
+    if raw in ENV_ACTIONS:
         raise ValueError(
-            "action_type: 'finish' is not a session action: it ends an episode in the env "
-            f"(UIEnv.step) and is never sent to a session; allowed here: {allowed}"
+            f"action_type: {raw!r} is not a session action: the env (UIEnv.step) answers "
+            f"it and never sends it to a session; allowed here: {allowed}"
         )
     try:
         return ActionType(raw)

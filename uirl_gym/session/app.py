@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import quote
 
+import orjson
 from fastapi import APIRouter, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 
@@ -73,6 +74,7 @@ from uirl_gym.protocol import (
 )
 from uirl_gym.session.browser.cdp import CdpError
 from uirl_gym.session.browser.chromium import find_browser
+from uirl_gym.session.browser.elements import PAGE_PARTS, ElementActionError
 from uirl_gym.session.browser.session import CdpBrowserSession
 from uirl_gym.tasks import make_task, task_spec
 from uirl_gym.tasks.base import (
@@ -603,6 +605,8 @@ async def _perform(state: SessionState, parsed: ActRequest) -> ActionOutcome:
             "episode %s: %s; the page is given up", state.task.episode_id, state.page_stuck
         )
         raise _page_stuck(state.page_stuck) from None
+    except ElementActionError as exc:
+        raise HTTPException(status_code=422, detail=str(exc)) from None
     except CdpError as exc:
         raise await _browser_error(state, exc, f"the {parsed.action.type.value} action") from None
     except RuntimeError as exc:
@@ -688,6 +692,39 @@ def safe_headers(headers: dict[str, str]) -> dict[str, str]:
 @router.get(Route.PROGRESS)
 async def progress(request: Request) -> JSONResponse:
     return JSONResponse(task_record(request))
+
+
+@router.get(Route.PAGE)
+async def page(request: Request) -> Response:
+    """The page as text: ``include`` names the parts (``axtree``, ``dom``, ``elements``,
+    comma-separated; none: the URL, title and focused element only), ``full=1`` keeps
+    every field CDP sends (BrowserGym's objects). Marks the page's elements with the
+    bids that actions by element take (docs/protocol.md)."""
+    state: SessionState = request.app.state.session
+    wanted = [p for p in request.query_params.get("include", "").split(",") if p]
+    unknown = sorted(set(wanted) - set(PAGE_PARTS))
+    if unknown:
+        raise _bad_request(
+            f"include: unknown {', '.join(map(repr, unknown))}; allowed: {', '.join(PAGE_PARTS)}"
+        )
+    full = request.query_params.get("full", "0") not in ("", "0", "false")
+    async with state.lock:
+        if state.page_stuck is not None:
+            raise _page_stuck(state.page_stuck)
+        try:
+            async with asyncio.timeout(state.config.action_timeout_s):
+                answer = await state.browser.page(state.task.episode_id, frozenset(wanted), full)
+        except TimeoutError:
+            raise _page_stuck(
+                f"the page did not answer within {state.config.action_timeout_s:g}s"
+            ) from None
+        except CdpError as exc:
+            raise await _browser_error(state, exc, "reading the page") from None
+        except RuntimeError as exc:
+            raise HTTPException(status_code=409, detail=str(exc)) from None
+    answer["open_pages_urls"] = [answer["url"]]
+    answer["open_pages_titles"] = [answer["title"]]
+    return Response(orjson.dumps(answer), media_type="application/json")
 
 
 @router.get(Route.ORACLE)

@@ -12,7 +12,9 @@ rooms beside it:
   navigation, the recording binding, JavaScript dialogs answered;
 - ``input``: the pointer and keyboard (everything an action sends), with ``keys``'
   US layout;
-- ``capture``: frames (on demand, on the headless shell), settling, screenshots.
+- ``capture``: frames (on demand, on the headless shell), settling, screenshots;
+- ``elements``: the page as text (bids, the accessibility tree, the DOM) and actions
+  on elements.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from uirl_gym.actions import DEFAULT_SCREEN, Action, ActionType
 from uirl_gym.protocol import ImageFormat
 from uirl_gym.session.browser import capture as frames
+from uirl_gym.session.browser import elements
 from uirl_gym.session.browser.cdp import CdpError, ChromiumProcess
 from uirl_gym.session.browser.chromium import (
     FRAME_CONTROL_ENV_VAR,
@@ -60,7 +63,9 @@ class CdpBrowserSession:
     Methods:
         start / stop / restart: launch and close Chromium.
         new_episode: switch to a fresh context and render the episode's app state.
-        act: perform an action, wait for the page to settle.
+        act: perform an action (at a point, or on an element by its bid), wait for the
+            page to settle.
+        page: the page as text: the accessibility tree, the DOM, the elements' boxes.
         capture: the current screen as PNG / JPEG / raw RGB bytes.
         inspect: the task app's privileged page state (element boxes, values).
         responsive: whether the page answers (checked, not assumed).
@@ -255,7 +260,13 @@ class CdpBrowserSession:
         tab, pointer = self._current()  # refuses before the first episode
         if action.type in (ActionType.SCREENSHOT, ActionType.FINISH):
             return
-        await pointer.act(action)
+        if action.bid is not None or action.end_bid is not None:
+            # Raises ElementActionError (the page untouched) when the element cannot.
+            pixels = await elements.perform(tab, action, tab.screen)
+            if pixels is not None:
+                await pointer.act(pixels)
+        else:
+            await pointer.act(action)
         if not await frames.settle(tab):
             await self._tabs.restore_app(tab, self._app_state)
 
@@ -279,6 +290,10 @@ class CdpBrowserSession:
             logger.warning("the page does not answer: %s", exc)
             return False
         return True
+
+    async def page(self, episode: int, include: frozenset[str], full: bool) -> dict[str, Any]:
+        """The page as text (:func:`elements.observe`): its elements marked with bids."""
+        return await elements.observe(self._current()[0], episode, include, full)
 
     async def inspect(self) -> dict[str, Any]:
         return await self._current()[0].eval("window.uirlInspect()")
