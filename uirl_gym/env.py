@@ -18,6 +18,7 @@ import difflib
 import inspect
 import logging
 import math
+import string
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -29,10 +30,12 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from uirl_gym import page_text
 from uirl_gym.actions import (
     DEFAULT_ACTION_TIMEOUT_S,
     DEFAULT_SCREEN,
     MAX_ACTION_TIMEOUT_S,
+    MAX_BID_LENGTH,
     MIN_ACTION_TIMEOUT_S,
     Action,
     ActionType,
@@ -48,6 +51,7 @@ from uirl_gym.client import (
     SessionError,
     SessionHTTPError,
 )
+from uirl_gym.page_text import DEFAULT_TEXT_LIMIT
 from uirl_gym.protocol import SessionInfo, token_from_environment
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.tasks import split_range, task_spec
@@ -101,16 +105,84 @@ class InstructionText(spaces.Text):
         return f"InstructionText({self.min_length}, {self.max_length}, any Unicode text)"
 
 
-def observation_space(screen: tuple[int, int] = DEFAULT_SCREEN) -> spaces.Dict:
+# The observations an env can add to the screenshot and instruction (``observations=``;
+# docs/env.md): the page as text, the elements, the set-of-marks screenshot.
+TEXT_OBSERVATIONS = ("axtree", "html", "elements", "som", "focused", "url", "last_action_error")
+# The parts of ``GET /page`` each needs.
+_PAGE_PARTS = {"axtree": "axtree", "html": "dom", "elements": "elements", "som": "elements"}
+MAX_URL_LENGTH = 4096
+
+
+def observation_space(
+    screen: tuple[int, int] = DEFAULT_SCREEN,
+    observations: tuple[str, ...] = (),
+    text_limit: int = DEFAULT_TEXT_LIMIT,
+) -> spaces.Dict:
     """``{"screenshot": uint8 (height, width, 3), "instruction": InstructionText}``; by
-    default (800, 1280, 3)."""
+    default (800, 1280, 3); plus the ``observations`` asked for (:data:`TEXT_OBSERVATIONS`):
+
+    - ``axtree``, ``html``: text of at most ``text_limit`` characters (page_text);
+    - ``elements``: a ``Sequence`` of ``{"bid", "bbox": float32 [x, y, w, h] (screen
+      pixels), "visibility": float32 0..1, "clickable": 0|1, "set_of_marks": 0|1}``;
+    - ``som``: the screenshot with the set-of-marks elements boxed and numbered;
+    - ``focused``: the focused element's bid (``""``: none); ``url``: the page's URL;
+    - ``last_action_error``: why the last action was refused (``""``: it was not).
+    """
     width, height = screen
+    image = spaces.Box(0, 255, (height, width, 3), dtype=np.uint8)
+    extra: dict[str, spaces.Space[Any]] = {
+        "axtree": InstructionText(text_limit),
+        "html": InstructionText(text_limit),
+        "elements": spaces.Sequence(
+            spaces.Dict(
+                {
+                    "bid": spaces.Text(MAX_BID_LENGTH, min_length=1, charset=_BID_CHARSET),
+                    "bbox": spaces.Box(-np.inf, np.inf, (4,), dtype=np.float32),
+                    "visibility": spaces.Box(0.0, 1.0, (), dtype=np.float32),
+                    "clickable": spaces.Discrete(2),
+                    "set_of_marks": spaces.Discrete(2),
+                }
+            )
+        ),
+        "som": image,
+        "focused": spaces.Text(MAX_BID_LENGTH, min_length=0, charset=_BID_CHARSET),
+        "url": InstructionText(MAX_URL_LENGTH),
+        "last_action_error": InstructionText(MAX_INSTRUCTION_LENGTH),
+    }
     return spaces.Dict(
         {
-            "screenshot": spaces.Box(0, 255, (height, width, 3), dtype=np.uint8),
+            "screenshot": image,
             "instruction": InstructionText(MAX_INSTRUCTION_LENGTH),
+            **{name: extra[name] for name in observations},
         }
     )
+
+
+_BID_CHARSET = string.ascii_letters + string.digits
+
+
+def _observations(value: Any) -> tuple[str, ...]:
+    """The extra observations asked for, checked (ValueError naming the valid ones)."""
+    if isinstance(value, str):
+        value = (value,)
+    if not isinstance(value, list | tuple):
+        raise ValueError(
+            f"observations: expected a list of names from {', '.join(TEXT_OBSERVATIONS)}, "
+            f"got {value!r}"
+        )
+    unknown = [v for v in value if v not in TEXT_OBSERVATIONS]
+    if unknown:
+        hints = [
+            f"did you mean {close[0]!r}?"
+            for v in unknown
+            if isinstance(v, str)
+            and (close := difflib.get_close_matches(v, TEXT_OBSERVATIONS, n=1, cutoff=0.6))
+        ]
+        raise ValueError(
+            f"observations: unknown {', '.join(map(repr, unknown))}; valid: "
+            f"{', '.join(TEXT_OBSERVATIONS)}" + (f" ({' '.join(hints)})" if hints else "")
+        )
+    return tuple(dict.fromkeys(value))
 
 
 class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
@@ -166,6 +238,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         step_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S,
         default_options: Mapping[str, Any] | None = None,
         screen_size: tuple[int, int] = DEFAULT_SCREEN,
+        observations: tuple[str, ...] | list[str] = (),
+        text_limit: int = DEFAULT_TEXT_LIMIT,
     ) -> None:
         # Every argument is checked here, so that gym.make refuses a bad one at once
         # with what it accepts, instead of a step failing later.
@@ -203,7 +277,11 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self.default_options = dict(_mapping("default_options", default_options))
         _check_task_options("default_options", self.task, self.default_options)
         self.screen = check_screen(screen_size)
-        self.observation_space = observation_space(self.screen)
+        self.observations = _observations(observations)
+        if isinstance(text_limit, bool) or not isinstance(text_limit, int) or text_limit < 200:
+            raise ValueError(f"text_limit: expected characters >= 200, got {text_limit!r}")
+        self.text_limit = text_limit
+        self.observation_space = observation_space(self.screen, self.observations, text_limit)
         self.action_space = action_space(screen=self.screen)
         self._base_url = base_url
         self._runtime = runtime
@@ -323,6 +401,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 self._check_task(started, task)
                 # The screenshot's response carries the task record (one round trip).
                 screenshot, progress = client.act_with_progress(Action(ActionType.SCREENSHOT))
+                page = self._read_page(client)
                 if screenshot.shape[:2] != (self.screen[1], self.screen[0]):
                     raise ValueError(
                         f"the session's screen is {screenshot.shape[1]}x{screenshot.shape[0]}, "
@@ -337,7 +416,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 self._drop_session(healthy=False)
                 if attempt == RESET_ATTEMPTS:
                     raise
-        self._obs = {"screenshot": screenshot, "instruction": started["instruction"]}
+        self._obs = self._observation(screenshot, started["instruction"], page)
         scorer = spec.scorer(progress, rewards)
         self._episode = _EpisodeRecord(scorer, rewards)
         self.episode_task = task
@@ -382,10 +461,15 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             info.update(episode.scorer.status())
             episode.ended = "terminated"
             return self._obs, 0.0, True, False, info
+        if parsed.type is ActionType.SEND_MSG_TO_USER:
+            # No task of uirl's reads the chat: the message is kept in info, the page as is.
+            info.update(episode.scorer.status(), message_to_user=parsed.text)
+            return self._obs, 0.0, False, False, info
         client = self._ensure_session()
         try:
             screenshot, progress = client.act_with_progress(parsed)
             t_act = time.perf_counter()
+            page = self._read_page(client)
             potential = self._potential() if self.reward_mode == "dense" else 0.0
         except InvalidActionError as exc:
             return self._invalid(exc.detail, info)
@@ -405,7 +489,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         reward += episode.scorer.reward(progress)
         reward += potential - episode.potential
         episode.potential = potential
-        self._obs = {"screenshot": screenshot, "instruction": self._obs["instruction"]}
+        self._obs = self._observation(screenshot, self._obs["instruction"], page)
         terminated = episode.scorer.done
         if terminated:
             episode.ended = "terminated"
@@ -417,9 +501,41 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         return self._obs, reward, terminated, False, info
 
     def _invalid(self, message: str, info: dict[str, Any]) -> tuple[Any, ...]:
-        assert self._episode is not None
+        assert self._episode is not None and self._obs is not None
         info.update(self._episode.scorer.status(), invalid_action=message)
+        if "last_action_error" in self.observations:
+            self._obs = {**self._obs, "last_action_error": message[:MAX_INSTRUCTION_LENGTH]}
         return self._obs, -self._episode.rewards.invalid_action, False, False, info
+
+    def _read_page(self, client: SessionClient) -> dict[str, Any] | None:
+        """What the text observations need of the page (None: none asked for)."""
+        if not set(self.observations) - {"last_action_error"}:
+            return None
+        parts = {_PAGE_PARTS[name] for name in self.observations if name in _PAGE_PARTS}
+        return client.page(sorted(parts))
+
+    def _observation(
+        self, screenshot: np.ndarray, instruction: str, page: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        obs: dict[str, Any] = {"screenshot": screenshot, "instruction": instruction}
+        for name in self.observations:
+            if name == "last_action_error":
+                obs[name] = ""
+                continue
+            assert page is not None
+            if name == "axtree":
+                obs[name] = page_text.axtree_text(page["axtree"]["nodes"], self.text_limit)
+            elif name == "html":
+                obs[name] = page_text.html_text(page["dom"], self.text_limit)
+            elif name == "elements":
+                obs[name] = page_text.element_list(page["elements"])
+            elif name == "som":
+                obs[name] = page_text.mark_screenshot(screenshot, page["elements"])
+            elif name == "focused":
+                obs[name] = page["focused_element_bid"]
+            elif name == "url":
+                obs[name] = page["url"][:MAX_URL_LENGTH]
+        return obs
 
     def _potential(self) -> float:
         """Dense mode: the task's shaping potential of the current page."""
