@@ -7,17 +7,15 @@ test's own (a package on the server's path, found by its entry point)."""
 from __future__ import annotations
 
 import json
-import os
-import textwrap
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
+from plugin_tasks import plugin_session
 
 from uirl_gym.runtimes.base import SessionInfo
-from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig
 
 # Each action answers well within this (a dialog is answered in milliseconds); the
 # deadline each /act asks for, past which an unanswered dialog made it a 504.
@@ -112,20 +110,10 @@ TASK_SPEC = dataclasses.replace(
 @pytest.fixture(scope="module")
 def dialog_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionInfo]:
     """A session server of the plug-in task (the package is on its path only)."""
-    root = tmp_path_factory.mktemp("plugin")
-    (root / "uirl_dialog_demo.py").write_text(textwrap.dedent(PLUGIN))
-    dist = root / "uirl_dialog_demo-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: uirl-dialog-demo\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[uirl.tasks]\ndialogs = uirl_dialog_demo:TASK_SPEC\n")
-    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH", "")) if p)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("PYTHONPATH", path)
-        runtime = LocalRuntime(LocalRuntimeConfig(task="dialog_demo", startup_timeout_s=120))
-        try:
-            yield runtime.acquire()
-        finally:
-            runtime.close()
+    with plugin_session(
+        tmp_path_factory.mktemp("plugin"), "uirl_dialog_demo", PLUGIN, "dialog_demo"
+    ) as info:
+        yield info
 
 
 def _reset(info: SessionInfo, policy: str) -> None:
