@@ -10,8 +10,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from plugin_tasks import plugin_session
+
 from uirl_gym.actions import Action, ActionType
 from uirl_gym.client import InvalidActionError, SessionClient
 from uirl_gym.page_text import axtree_text, html_text
