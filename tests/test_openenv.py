@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 import requests
 import yaml
@@ -48,6 +49,7 @@ from uirl_gym.openenv import (  # noqa: E402
 )
 from uirl_gym.openenv.__main__ import parse_args  # noqa: E402
 from uirl_gym.openenv_wire import ACTION_TYPE_NAMES  # noqa: E402
+from uirl_gym.remote_env import OpenEnvEnv  # noqa: E402
 from uirl_gym.runtimes.local import (  # noqa: E402
     STOP_GRACE_S,
     LocalRuntimeConfig,
@@ -558,3 +560,31 @@ def test_a_client_leaving_mid_answer_is_a_quiet_disconnect(
     loud = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
     assert not loud, [r.getMessage() for r in loud]
     assert any(left in r.getMessage() and r.levelno == logging.INFO for r in caplog.records)
+
+
+def test_the_page_as_text_and_actions_by_element_over_openenv(server_url: str) -> None:
+    """A reset's ``observations`` add the page as text (UIEnv's names) to every answer,
+    and an action by element earns the task's reward: a BrowserGym-style recipe
+    (screenshot + accessibility tree per turn) runs over OpenEnv. OpenEnvEnv gives the
+    same observations as gym.make's env, in the same space."""
+    wanted = ["axtree", "elements", "som", "focused", "url", "last_action_error"]
+    env = OpenEnvEnv(server_url, task="miniwob.click-button", observations=wanted)
+    try:
+        obs, _ = env.reset(seed=3)
+        assert env.observation_space.contains(obs), {
+            k: env.observation_space[k].contains(v) for k, v in obs.items()
+        }
+        target = re.search(r'"(.+?)"', obs["instruction"]).group(1)
+        (bid,) = re.findall(rf"\[(\w+)\] button '{re.escape(target)}'", obs["axtree"])
+        assert obs["som"].shape == obs["screenshot"].shape
+        assert not np.array_equal(obs["som"], obs["screenshot"])  # the marks are drawn
+        assert any(e["bid"] == bid and e["set_of_marks"] for e in obs["elements"])
+        obs, reward, *_ = env.step({"action_type": "left_click", "bid": "999"})
+        assert "is not on the page" in obs["last_action_error"] and reward <= 0
+        obs, reward, terminated, _, info = env.step({"action_type": "left_click", "bid": bid})
+        assert (reward, terminated, info["is_success"]) == (1.0, True, True)
+        assert obs["last_action_error"] == ""
+    finally:
+        env.close()
+    with pytest.raises(ValueError, match="valid: axtree, html"):
+        OpenEnvEnv(server_url, observations=["axtre"])

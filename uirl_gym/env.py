@@ -161,7 +161,7 @@ def observation_space(
 _BID_CHARSET = string.ascii_letters + string.digits
 
 
-def _observations(value: Any) -> tuple[str, ...]:
+def check_observations(value: Any) -> tuple[str, ...]:
     """The extra observations asked for, checked (ValueError naming the valid ones)."""
     if isinstance(value, str):
         value = (value,)
@@ -277,7 +277,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self.default_options = dict(_mapping("default_options", default_options))
         _check_task_options("default_options", self.task, self.default_options)
         self.screen = check_screen(screen_size)
-        self.observations = _observations(observations)
+        self.observations = check_observations(observations)
         if isinstance(text_limit, bool) or not isinstance(text_limit, int) or text_limit < 200:
             raise ValueError(f"text_limit: expected characters >= 200, got {text_limit!r}")
         self.text_limit = text_limit

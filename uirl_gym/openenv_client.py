@@ -28,10 +28,12 @@ from uirl_gym.client import decode_image
 from uirl_gym.openenv_wire import (
     DEFAULT_TASK,
     SESSION_CLOSED,
+    TEXT_FIELDS,
     UirlAction,
     UirlObservation,
     UirlState,
 )
+from uirl_gym.page_text import element_list
 
 __all__ = ["OpenEnvSession", "UirlEnvClient", "decode_screenshot", "to_wire_action"]
 
@@ -154,6 +156,9 @@ class OpenEnvSession:
         self._lost = False  # the connection broke: the next reset opens a new session
         self._screenshot: np.ndarray | None = None
         self._is_success = False
+        self._observations: tuple[str, ...] = ()
+        # The text observations of the last answer (those the reset asked for).
+        self.page: dict[str, Any] = {}
 
     def _connect(self) -> SyncEnvClient:
         # The sync wrapper runs the socket on a loop thread of its own, so the session
@@ -175,13 +180,19 @@ class OpenEnvSession:
         task: str = DEFAULT_TASK,
         seed: int | None = None,
         options: Mapping[str, Any] | None = None,
+        observations: tuple[str, ...] = (),
     ) -> tuple[np.ndarray, str, dict[str, Any]]:
         """Start an episode of ``task`` (a Gymnasium id): (screenshot, instruction, info).
+        ``observations`` asks for the page as text too (UIEnv's names): each answer's
+        are in :attr:`page` then.
 
         A session the server closed (idle longer than its ``--idle-timeout-s``) is
         replaced by a new one first.
         """
-        kwargs = {"task": task, "seed": seed, "options": dict(options or {})}
+        kwargs: dict[str, Any] = {"task": task, "seed": seed, "options": dict(options or {})}
+        if observations:
+            kwargs["observations"] = list(observations)
+        self._observations = tuple(observations)
         try:
             if self._lost:
                 raise ConnectionError("the last step lost the connection")
@@ -195,6 +206,7 @@ class OpenEnvSession:
         observation = result.observation
         self._screenshot = decode_screenshot(observation.screenshot)
         self._is_success = observation.is_success
+        self.page = self._page(observation)
         return self._screenshot, observation.instruction, dict(observation.metadata)
 
     def step(
@@ -207,6 +219,8 @@ class OpenEnvSession:
             wire = to_wire_action(action)
         except (ValueError, TypeError) as exc:
             message = f"{type(exc).__name__}: {exc}"
+            if "last_action_error" in self.page:
+                self.page = {**self.page, "last_action_error": message}
             return self._screenshot, 0.0, False, False, self._info(invalid_action=message)
         try:
             result = self._client.step(wire)
@@ -221,6 +235,7 @@ class OpenEnvSession:
         observation = result.observation
         self._screenshot = decode_screenshot(observation.screenshot)
         self._is_success = observation.is_success
+        self.page = self._page(observation)
         info = dict(observation.metadata)
         return (
             self._screenshot,
@@ -229,6 +244,20 @@ class OpenEnvSession:
             observation.truncated,
             info,
         )
+
+    def _page(self, observation: UirlObservation) -> dict[str, Any]:
+        """The text observations asked for, as UIEnv gives them."""
+        page: dict[str, Any] = {}
+        for name in self._observations:
+            if name in TEXT_FIELDS:
+                page[name] = getattr(observation, name)
+            elif name == "som":
+                page[name] = decode_screenshot(observation.som)
+            elif name == "elements":
+                page[name] = element_list(
+                    {e["bid"]: e for e in observation.elements if isinstance(e, dict)}
+                )
+        return page
 
     def _info(self, **fields: str) -> dict[str, Any]:
         return {"is_success": self._is_success, **fields}

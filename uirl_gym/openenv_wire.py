@@ -39,6 +39,10 @@ ActionTypeName = Literal[
     "scroll",
     "finish",
     "drag",
+    "fill",
+    "select_option",
+    "focus",
+    "send_msg_to_user",
 ]
 ACTION_TYPE_NAMES: tuple[str, ...] = get_args(ActionTypeName)
 
@@ -63,6 +67,9 @@ class UirlAction(Action):
     ``scroll`` needs ``direction`` (``amount`` notches, default 3; at ``x``, ``y`` when
     given); ``drag`` presses at ``x``, ``y`` and releases at ``end_x``, ``end_y``;
     ``finish`` declares the task done (ends the episode); ``screenshot`` only looks.
+    On an element (``bid``, from the text observations): clicks, ``mouse_move``,
+    ``drag`` (``end_bid``), ``keys``; ``fill`` (``text``), ``select_option`` (``text``:
+    the option), ``focus``.
 
     The fields take any JSON value: ``UIEnv`` checks them (``x: "10"`` or ``x: true`` is
     an invalid action there and here alike), so the schema below says what is valid.
@@ -81,6 +88,12 @@ class UirlAction(Action):
     )
     end_x: WireInt = Field(default=None, description="Where `drag` releases, x.")
     end_y: WireInt = Field(default=None, description="Where `drag` releases, y.")
+    bid: WireText = Field(
+        default=None,
+        description="The element to act on in place of x, y (its bid in the `axtree` "
+        "observation); needed by `fill`, `select_option`, `focus`.",
+    )
+    end_bid: WireText = Field(default=None, description="The element `drag` releases on.")
 
     def to_env_action(self) -> dict[str, Any]:
         """The action as ``UIEnv.step`` takes it (``None`` fields left out; unvalidated)."""
@@ -113,6 +126,23 @@ class UirlObservation(Observation):
         description="Why the action was refused (it still counted as a step), or why the "
         "session failed; None when all went well.",
     )
+    # The text observations the reset asked for (``observations``; docs/env.md), empty
+    # when not asked for.
+    axtree: str = Field(default="", description="The accessibility tree as text, with bids.")
+    html: str = Field(default="", description="The page as pruned HTML, with bids.")
+    elements: list[dict[str, Any]] = Field(
+        default_factory=list,
+        description="Each rendered element: bid, bbox [x, y, w, h] (screen px), "
+        "visibility 0..1, clickable 0|1, set_of_marks 0|1.",
+    )
+    som: str = Field(default="", description="The set-of-marks screenshot: a base64 PNG.")
+    focused: str = Field(default="", description="The focused element's bid.")
+    url: str = Field(default="", description="The page's URL.")
+    last_action_error: str = Field(default="", description="Why the last action was refused.")
+
+
+# The observations that travel as text (the set-of-marks screenshot travels as a PNG).
+TEXT_FIELDS = ("axtree", "html", "focused", "url", "last_action_error")
 
 
 class UirlState(State):

@@ -18,7 +18,12 @@ import gymnasium as gym
 import numpy as np
 
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, Action, action_space
-from uirl_gym.env import ClosedEnvironmentError, ResetNeededError, observation_space
+from uirl_gym.env import (
+    ClosedEnvironmentError,
+    ResetNeededError,
+    check_observations,
+    observation_space,
+)
 from uirl_gym.openenv_client import OpenEnvSession
 from uirl_gym.tasks import TASKS, task_spec
 
@@ -37,6 +42,7 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         split: the default ``split`` option (``train`` or ``test``).
         step_timeout_s: the step's deadline; any message is awaited
             ``MESSAGE_MARGIN_S`` longer (the server answers a step past its own deadline).
+        observations: the page as text too, as ``UIEnv``'s (docs/env.md).
 
     Attributes:
         timings: wall times of the last reset or step (as ``UIEnv.timings``).
@@ -56,6 +62,7 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         task: str = "simple_data_entry",
         split: str = "train",
         step_timeout_s: float = DEFAULT_ACTION_TIMEOUT_S,
+        observations: tuple[str, ...] | list[str] = (),
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")
@@ -63,7 +70,8 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self.render_mode = render_mode
         self.task = task
         self.split = split
-        self.observation_space = observation_space()
+        self.observations = check_observations(observations)
+        self.observation_space = observation_space(observations=self.observations)
         self.action_space = action_space()
         # The server enforces the step's deadline itself (its --step-timeout-s) and
         # answers a step past it truncated; the client's own limit only tells a server
@@ -86,7 +94,10 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         self._running = False
         try:
             screenshot, instruction, info = self.session.reset(
-                TASKS[task_spec(task).name].env_id, seed=seed, options=asked
+                TASKS[task_spec(task).name].env_id,
+                seed=seed,
+                options=asked,
+                observations=self.observations,
             )
         except RuntimeError as exc:
             if "CAPACITY_REACHED" not in str(exc):
@@ -96,7 +107,7 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 "env.num_envs x processes (each sub-env holds a session)"
             ) from None
         self.timings = {"reset_s": time.perf_counter() - t0}
-        self._obs = {"screenshot": screenshot, "instruction": instruction}
+        self._obs = {"screenshot": screenshot, "instruction": instruction, **self.session.page}
         self.episode_task = info.get("task", task)
         self._running = True
         return self._obs, info
@@ -110,7 +121,11 @@ class OpenEnvEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         t0 = time.perf_counter()
         screenshot, reward, terminated, truncated, info = self.session.step(action)
         self.timings = {"step_s": time.perf_counter() - t0}
-        self._obs = {"screenshot": screenshot, "instruction": self._obs["instruction"]}
+        self._obs = {
+            "screenshot": screenshot,
+            "instruction": self._obs["instruction"],
+            **self.session.page,
+        }
         self._running = not (terminated or truncated)
         return self._obs, reward, terminated, truncated, info
 

@@ -44,12 +44,13 @@ from openenv.core.env_server.types import EnvironmentMetadata
 from PIL import Image
 
 from uirl_gym.actions import DEFAULT_ACTION_TIMEOUT_S, MAX_ACTION_TIMEOUT_S, MIN_ACTION_TIMEOUT_S
-from uirl_gym.env import ResetNeededError, UIEnv
+from uirl_gym.env import ResetNeededError, UIEnv, check_observations
 from uirl_gym.openenv.guard import LOOPBACK_HOSTS, OpenEnvGuard
 from uirl_gym.openenv_wire import (
     ACTION_TYPE_NAMES,
     DEFAULT_TASK,
     SESSION_CLOSED,
+    TEXT_FIELDS,
     UirlAction,
     UirlObservation,
     UirlState,
@@ -222,9 +223,11 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
         episode_id: str | None = None,
         task: str = DEFAULT_TASK,
         options: Mapping[str, Any] | None = None,
+        observations: list[str] | None = None,
         **kwargs: Any,
     ) -> UirlObservation:
-        """Start an episode of ``task``.
+        """Start an episode of ``task``; ``observations`` adds the page as text to this
+        and every later observation (UIEnv's names: docs/env.md).
 
         Raises:
             ValueError: unknown arguments, task or options (the message names the fix).
@@ -233,7 +236,7 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
         if kwargs:
             raise ValueError(
                 f"reset: unknown arguments {sorted(kwargs)}; allowed: task, seed, options, "
-                "episode_id"
+                "observations, episode_id"
             )
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ValueError(f"seed: expected an integer >= 0 or None, got {seed!r}")
@@ -243,9 +246,10 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
         if "task" in asked:
             raise ValueError("options: give the task as reset(task=...), not in options")
         spec = resolve_task(task)
+        wanted = check_observations(observations or ())
         # Whatever happens below, the previous episode is over.
         self._ended = True
-        env = self._ensure_env(spec)
+        env = self._ensure_env(spec, wanted)
         obs, info = env.reset(seed=seed, options={**asked, "task": spec.name})
         self._instruction = obs["instruction"]
         self._ended = False
@@ -256,7 +260,7 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
             seed=seed,
             task_seed=info.get("task_seed"),
         )
-        return self._observation(obs["screenshot"], None, info, terminated=False, truncated=False)
+        return self._observation(obs, None, info, terminated=False, truncated=False)
 
     def step(
         self, action: UirlAction, timeout_s: float | None = None, **kwargs: Any
@@ -297,7 +301,7 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
             }
         )
         return self._observation(
-            obs["screenshot"], float(reward), info, terminated=terminated, truncated=truncated
+            obs, float(reward), info, terminated=terminated, truncated=truncated
         )
 
     @property
@@ -330,12 +334,17 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
 
     # -- internals -------------------------------------------------------------------
 
-    def _ensure_env(self, spec: TaskSpec) -> UIEnv:
+    def _ensure_env(self, spec: TaskSpec, observations: tuple[str, ...]) -> UIEnv:
         with self._lock:
             if self._closed:
                 raise RuntimeError(SESSION_CLOSED)
-            if self.env is not None:
+            if self.env is not None and self.env.observations == observations:
                 return self.env
+            if self.env is not None:
+                # Other observations: another env on the same runtime (its session back
+                # to the pool, not stopped).
+                self.env.close()
+                self.env = None
             runtime = self.config.runtime
             if runtime is None:
                 # The first task's servers start on it; any session serves any task.
@@ -346,12 +355,13 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
                 task=spec.name,
                 reward_mode=self.config.reward_mode,
                 step_timeout_s=self.config.step_timeout_s,
+                observations=observations,
             )
             return self.env
 
     def _observation(
         self,
-        screenshot: np.ndarray,
+        obs: Mapping[str, Any],
         reward: float | None,
         info: Mapping[str, Any],
         *,
@@ -359,8 +369,14 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
         truncated: bool,
     ) -> UirlObservation:
         error = info.get("invalid_action") or info.get("error")
+        text: dict[str, Any] = {name: obs[name] for name in TEXT_FIELDS if name in obs}
+        if "elements" in obs:
+            text["elements"] = json_ready(list(obs["elements"]))
+        if "som" in obs:
+            text["som"] = encode_png(obs["som"])
         return UirlObservation(
-            screenshot=encode_png(screenshot),
+            **text,
+            screenshot=encode_png(obs["screenshot"]),
             instruction=self._instruction,
             task=self._state.task or "",
             is_success=bool(info.get("is_success", False)),
