@@ -152,7 +152,9 @@ def _add(spec: TaskSpec) -> bool:
             kwargs={"task": spec.name},
         )
     browsergym_id = browsergym_env_id(spec.env_id)
-    if browsergym_id not in registry:
+    if browsergym_id in registry and registry[browsergym_id].kwargs.get("task") != spec.name:
+        logger.warning("Gymnasium id %r of task %r is taken; ignored", browsergym_id, spec.name)
+    elif browsergym_id not in registry:
         # BrowserGym's contract (uirl_gym.browsergym): nondeterministic, as BrowserGym
         # registers its tasks (timestamps and elapsed time in every observation).
         register(
