@@ -68,6 +68,7 @@ from uirl_gym.actions import (
 __all__ = [
     "ACTION_SIGNATURES",
     "ACTION_SUBSETS",
+    "BROWSERGYM_ACTIONS",
     "DEFAULT_SUBSETS",
     "REFUSED_ACTIONS",
     "ActionCall",
@@ -75,6 +76,7 @@ __all__ = [
     "parse_action",
     "parse_calls",
     "playwright_keys",
+    "subset_actions",
 ]
 
 # Longer answers are refused before parsing (a call takes a few hundred characters).
