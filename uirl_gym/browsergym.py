@@ -257,8 +257,6 @@ class BrowserGymEnv(gym.Env[dict[str, Any], str]):
                 action = Action(ActionType.SCREENSHOT)
         elif call.name == "send_msg_to_user":
             self.chat.add_message("assistant", call.arguments()["text"])
-            # UIEnv takes no answers yet: the message stays in the chat.
-            action = Action(ActionType.SCREENSHOT)
         elif call.name == "noop":
             wait_s = min(max(float(call.arguments()["wait_ms"]), 0.0) / 1000, MAX_NOOP_WAIT_S)
             if wait_s:
