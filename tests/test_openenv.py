@@ -588,3 +588,19 @@ def test_the_page_as_text_and_actions_by_element_over_openenv(server_url: str) -
         env.close()
     with pytest.raises(ValueError, match="valid: axtree, html"):
         OpenEnvEnv(server_url, observations=["axtre"])
+
+
+def test_browsergym_action_strings_over_openenv(server_url: str) -> None:
+    """OpenEnv's BrowserGym env takes ``action_str``; so does uirl's server: a recipe
+    written for it (the accessibility tree in, ``click('12')`` out) runs unchanged but
+    for the task. A string that does not parse is an invalid action saying why."""
+    client = UirlEnvClient(base_url=server_url).sync()
+    with client:
+        result = client.reset(task="uirl/miniwob.click-button-v0", seed=4, observations=["axtree"])
+        target = re.search(r'"(.+?)"', result.observation.instruction).group(1)
+        (bid,) = re.findall(rf"\[(\w+)\] button '{re.escape(target)}'", result.observation.axtree)
+        refused = client.step(UirlAction(action_str="click('1'); click('2')"))
+        assert "ValueError" in refused.observation.error and refused.reward <= 0
+        assert not refused.done
+        result = client.step(UirlAction(action_str=f"click('{bid}')"))
+        assert (result.reward, result.done, result.observation.is_success) == (1.0, True, True)

@@ -48,9 +48,6 @@ MAX_NOOP_WAIT_S = DEFAULT_ACTION_TIMEOUT_S
 # The action space's sample: a step that changes nothing and waits for nothing.
 SAMPLE_ACTION = "noop(0)"
 PAGE_PARTS = ("axtree", "dom", "elements")
-# A UIEnv action with neither point nor element: UIEnv refuses it, paying the task's
-# invalid-action charge; a string the parser refuses is charged through it.
-_REFUSED = Action(ActionType.LEFT_CLICK)
 _ERROR_TYPE_RE = re.compile(r"^[A-Za-z]+Error: ")
 
 
@@ -231,8 +228,7 @@ class BrowserGymEnv(gym.Env[dict[str, Any], str]):
             actions = [(call, call.to_action(self.env.screen)) for call in calls]
         except ValueError as exc:
             self.last_action_error = f"ValueError: {exc}"
-            obs, reward, terminated, truncated, task_info = self.env.step(_REFUSED)
-            task_info["invalid_action"] = self.last_action_error
+            obs, reward, terminated, truncated, task_info = self.env.refuse(self.last_action_error)
             return self._finish_step(info, obs, reward, terminated, truncated, task_info)
         self.last_action_error = ""
         reward = 0.0

@@ -551,6 +551,22 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 f"the env with task={running!r} (or reset with options={{'task': {task!r}}})"
             )
 
+    def refuse(self, message: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        """A step whose action was refused before it reached the env (an agent's text
+        that does not parse: a BrowserGym action string, an OpenEnv ``action_str``): it
+        counts and pays as an invalid action, ``info["invalid_action"]`` (and the
+        ``last_action_error`` observation) is ``message``, the page is untouched.
+
+        Raises:
+            ClosedEnvironmentError, ResetNeededError: as :meth:`step`.
+        """
+        self._check_open()
+        if self._episode is None or self._obs is None:
+            raise ResetNeededError("no episode is running: call reset() before refuse()")
+        if self._episode.ended is not None:
+            raise ResetNeededError(f"the episode ended ({self._episode.ended}); call reset()")
+        return self._invalid(message, {})
+
     def page(self, include: tuple[str, ...] = (), *, full: bool = False) -> dict[str, Any]:
         """The page as text now (``GET /page``): ``url``, ``title``,
         ``focused_element_bid``, ``open_pages_urls``, ``open_pages_titles`` and the parts

@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal, get_args
 from openenv.core.env_server.types import Action, Observation, State
 from pydantic import Field, WithJsonSchema
 
+from uirl_gym.action_strings import parse_action
+
 DEFAULT_TASK = "uirl/SimpleDataEntry-v0"
 # The error of a call on a session the server closed (idle too long); clients that see
 # it open a new WebSocket session.
@@ -75,7 +77,14 @@ class UirlAction(Action):
     an invalid action there and here alike), so the schema below says what is valid.
     """
 
-    action_type: WireActionType = Field(description="What to do (uirl_gym.actions.ActionType).")
+    action_type: WireActionType = Field(
+        default=None, description="What to do (uirl_gym.actions.ActionType)."
+    )
+    action_str: WireText = Field(
+        default=None,
+        description="In place of the fields: one BrowserGym action string, e.g. "
+        "\"click('12')\" or \"fill('5', 'Ann')\" (as OpenEnv's BrowserGym env takes it).",
+    )
     x: WireInt = Field(default=None, description="Pointer x, screen pixels 0..1279.")
     y: WireInt = Field(default=None, description="Pointer y, screen pixels 0..799.")
     text: WireText = Field(default=None, description="What `type` types.")
@@ -96,8 +105,21 @@ class UirlAction(Action):
     end_bid: WireText = Field(default=None, description="The element `drag` releases on.")
 
     def to_env_action(self) -> dict[str, Any]:
-        """The action as ``UIEnv.step`` takes it (``None`` fields left out; unvalidated)."""
-        fields = self.model_dump(exclude={"metadata", "action_type"}, exclude_none=True)
+        """The action as ``UIEnv.step`` takes it (``None`` fields left out; unvalidated).
+
+        Raises:
+            ValueError: an ``action_str`` that is not one known action call, or both an
+                ``action_str`` and ``action_type``.
+        """
+        if self.action_str is not None:
+            if self.action_type is not None:
+                raise ValueError("give action_type (and its fields) or action_str, not both")
+            if not isinstance(self.action_str, str):
+                raise ValueError(f"action_str: expected a string, got {self.action_str!r}")
+            return parse_action(self.action_str).to_dict()
+        fields = self.model_dump(
+            exclude={"metadata", "action_type", "action_str"}, exclude_none=True
+        )
         return {"type": self.action_type, **fields}
 
 

@@ -286,7 +286,12 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
                 f"uirl has no MCP tools; send a uirl action (action_type: one of "
                 f"{', '.join(ACTION_TYPE_NAMES)}), got {type(action).__name__}"
             )
-        obs, reward, terminated, truncated, info = self.env.step(action.to_env_action())
+        try:
+            env_action = action.to_env_action()
+        except ValueError as exc:  # an action string that does not parse
+            obs, reward, terminated, truncated, info = self.env.refuse(f"ValueError: {exc}")
+        else:
+            obs, reward, terminated, truncated, info = self.env.step(env_action)
         steps = self._state.step_count + 1
         if not (terminated or truncated) and steps >= self.config.max_steps:
             truncated = True
