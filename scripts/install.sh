@@ -148,6 +148,10 @@ if [ "${1:-all}" != torch ]; then
   # quant (bitsandbytes): a 43 MB wheel, 125 MB installed, with its CPU backend too.
   # openenv: the OpenEnv server and client (uirl_gym.openenv), with gradio and fastmcp.
   "$PYTHON" -m pip install -e ".[train,k8s,dev,quant,openenv,miniwob]"
+  # browsergym-core, for the BrowserGym contract's tests (tests/test_browsergym.py) only:
+  # uirl never imports it. --no-deps: its pin (playwright==1.44) would downgrade
+  # playwright and greenlet; what it needs beyond uirl's dependencies is listed here.
+  "$PYTHON" -m pip install --no-deps browsergym-core==0.14.3 beautifulsoup4 soupsieve "lxml<6"
   install_browser
 fi
 report

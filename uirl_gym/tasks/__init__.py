@@ -29,7 +29,7 @@ import sys
 import types
 from collections.abc import Callable, Iterator
 
-from gymnasium.envs.registration import register, registry
+from gymnasium.envs.registration import parse_env_id, register, registry
 
 from uirl_gym.tasks.base import Task, TaskSpec
 
@@ -41,6 +41,7 @@ __all__ = [
     "TASKS",
     "TASK_GROUPS",
     "TaskSpec",
+    "browsergym_env_id",
     "discover_tasks",
     "expand_tasks",
     "make_task",
@@ -150,7 +151,28 @@ def _add(spec: TaskSpec) -> bool:
             disable_env_checker=True,
             kwargs={"task": spec.name},
         )
+    browsergym_id = browsergym_env_id(spec.env_id)
+    if browsergym_id in registry and registry[browsergym_id].kwargs.get("task") != spec.name:
+        logger.warning("Gymnasium id %r of task %r is taken; ignored", browsergym_id, spec.name)
+    elif browsergym_id not in registry:
+        # BrowserGym's contract (uirl_gym.browsergym): nondeterministic, as BrowserGym
+        # registers its tasks (timestamps and elapsed time in every observation).
+        register(
+            id=browsergym_id,
+            entry_point="uirl_gym.browsergym:make_browsergym_env",
+            max_episode_steps=MAX_EPISODE_STEPS,
+            nondeterministic=True,
+            disable_env_checker=True,
+            kwargs={"task": spec.name},
+        )
     return True
+
+
+def browsergym_env_id(env_id: str) -> str:
+    """The BrowserGym id of a uirl id: ``uirl/miniwob.click-button-v0`` ->
+    ``browsergym/uirl.miniwob.click-button`` (BrowserGym's ids have no version)."""
+    _, name, _ = parse_env_id(env_id)
+    return f"browsergym/uirl.{name}"
 
 
 _loaded: set[str] = set()
