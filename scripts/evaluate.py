@@ -11,11 +11,18 @@ replay, ``index.html``. ``--resume`` continues an interrupted run; a second run 
     python scripts/evaluate.py --agent expert --agent random --agent hf:tiny \\
         --episodes 6 --num-envs 2 --rows 1-2 --out runs/eval
     python scripts/evaluate.py --agent openai:ui-tars@http://127.0.0.1:8000/v1 --episodes 50
+    python scripts/evaluate.py --task miniwob --agent expert-elements \
+        --agent openai:Qwen3-8B@http://127.0.0.1:8000/v1,format=axtree \
+        --agent openai:Qwen2.5-VL-7B-Instruct@http://127.0.0.1:8001/v1,format=som
     python scripts/evaluate.py --agent expert --agent random --task all --episodes 10
     ANTHROPIC_API_KEY=... OPENAI_API_KEY=... python scripts/evaluate.py \\
         --agent anthropic:claude-sonnet-5-5 --agent openai-cua:gpt-5.4 \\
         --agent expert --task all --episodes 20 --out runs/vendors --leaderboard
     python scripts/evaluate.py --leaderboard runs   # merge every run under runs/
+
+An agent that reads the page as text (``format=axtree``, ``format=som``,
+``expert-elements``) plays on envs made with the observations it reads; the others on
+envs with screenshots only (docs/agents.md, "Agents that read the page").
 
 Sessions run where the ``--env.*`` options say, as in the trainers' ``env`` section
 (docs/kubernetes.md): ``--env.runtime local`` (default), ``kubernetes`` (``--env.kubernetes.*``),
@@ -43,7 +50,7 @@ from typing import Any
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from uirl_agents.episodes.rollout import EpisodeSpec
-from uirl_agents.evaluation.agents import AgentSpecError, agent_syntax, parse_agent
+from uirl_agents.evaluation.agents import AGENTS, AgentSpecError, agent_syntax, parse_agent
 from uirl_agents.evaluation.benchmark import (
     AgentResult,
     RunInUseError,
@@ -66,6 +73,7 @@ from uirl_gym.make import (
     vector_env,
 )
 from uirl_gym.tasks import SPLITS, expand_tasks
+from uirl_gym.vector import SessionVectorEnv
 
 # --leaderboard with no value: the run's own --out folder.
 RUN_FOLDER = Path("\0out")
@@ -180,11 +188,17 @@ def runtime_settings(p: argparse.ArgumentParser, args: argparse.Namespace) -> Ru
     RBAC, too few servers for --num-envs: the message says what to fix)."""
     try:
         settings = load_config(RuntimeSettings, None, field_overrides(args, "env."))
-        if not settings.has_oracle and any(a.kind == "expert" for a in args.agents):
-            raise ValueError(
-                "--agent expert reads the task's oracle, which an OpenEnv server keeps to "
-                "itself: evaluate the expert on another --env.runtime"
-            )
+        for agent in args.agents:
+            if not settings.has_oracle and AGENTS[agent.kind].reads_oracle:
+                raise ValueError(
+                    f"--agent {agent.label} reads the task's oracle, which an OpenEnv server "
+                    "keeps to itself: evaluate the expert on another --env.runtime"
+                )
+            if settings.runtime == "openenv" and agent.observations:
+                raise ValueError(
+                    f"--agent {agent.label} reads the page as text ({', '.join(agent.observations)}), "
+                    "which an OpenEnv server does not send: evaluate it on another --env.runtime"
+                )
         check_runtime(settings, num_envs=args.num_envs)
     except ValueError as exc:
         p.error(str(exc))
@@ -201,18 +215,27 @@ def main(argv: list[str] | None = None) -> int:
 def run_agents(
     args: argparse.Namespace, specs: list[EpisodeSpec], settings: dict[str, Any]
 ) -> tuple[list[AgentResult], list[Path]]:
-    """Every agent in turn on the same sessions; the reports after each one."""
+    """Every agent in turn on the same sessions; the reports after each one.
+
+    An agent's envs show what it reads (its ``observations``): the sub-envs are made
+    again, on the same runtime, when an agent reads other observations than the one
+    before, so a pixel agent's steps cost what they always did.
+    """
     results: list[AgentResult] = []
     reports: list[Path] = []
     runtime = build_runtime(args.sessions)
-    try:
-        envs = vector_env(args.sessions, args.num_envs, runtime=runtime)
-    except BaseException:
-        if runtime is not None:
-            runtime.close()
-        raise
+    envs: SessionVectorEnv | None = None
+    shown: tuple[str, ...] = ()  # the observations envs show
     try:
         for spec in args.agents:
+            if envs is None or spec.observations != shown:
+                if envs is not None:
+                    envs.close()
+                    envs = None
+                # Only an agent that reads more than pixels asks for more (OpenEnv: none).
+                extra = {"observations": spec.observations} if spec.observations else {}
+                envs = vector_env(args.sessions, args.num_envs, runtime=runtime, **extra)
+                shown = spec.observations
             results.append(
                 run_agent(
                     spec,
@@ -229,7 +252,8 @@ def run_agents(
             # After every agent, so that an interrupted run keeps what it finished.
             reports = write_reports(args.out, results, settings)
     finally:
-        envs.close()
+        if envs is not None:
+            envs.close()
         if runtime is not None:
             runtime.close()
     return results, reports

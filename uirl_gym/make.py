@@ -335,9 +335,11 @@ def make_env(
     started by hand, else a local runtime of the env's own), or an
     :class:`~uirl_gym.remote_env.OpenEnvEnv` on ``settings.openenv_url``.
 
-    ``env_kwargs`` go to the env; through OpenEnv only ``task``, ``split`` and
+    ``env_kwargs`` go to the env (``observations``: the page as text besides the
+    screenshot, docs/env.md); through OpenEnv only ``task``, ``split`` and
     ``step_timeout_s`` apply (screenshots travel as the server sends them;
-    ``reward_mode`` must be the server's, ``sparse`` unless it runs dense).
+    ``reward_mode`` must be the server's, ``sparse`` unless it runs dense; no text
+    observations).
 
     Raises:
         RuntimeSettingsError: an env setting OpenEnv cannot serve.
@@ -358,6 +360,11 @@ def _openenv_kwargs(env_kwargs: dict[str, Any]) -> dict[str, Any]:
     if kwargs.pop("reward_mode", "sparse") != "sparse":
         raise RuntimeSettingsError(DENSE_ON_OPENENV)
     kwargs.pop("image_format", None)  # OpenEnv sends PNG
+    if kwargs.pop("observations", ()):
+        raise RuntimeSettingsError(
+            "observations: an OpenEnv server sends the screenshot and the instruction only; "
+            "ask for the page as text on another env.runtime (local, servers, kubernetes)"
+        )
     screen = kwargs.pop("screen_size", None)
     if screen is not None and tuple(screen) != DEFAULT_SCREEN:
         raise RuntimeSettingsError(

@@ -8,7 +8,15 @@ agent type is one ``register_agent(AgentKind(...))``; nothing else names the typ
     >>> parse_agent("hf:Qwen/Qwen2.5-VL-3B-Instruct,load_in_4bit=1").label
     'hf:Qwen2.5-VL-3B-Instruct@4bit'
     >>> sorted(AGENTS)
-    ['anthropic', 'expert', 'gemini-cua', 'hf', 'openai', 'openai-cua', 'random']
+    ['anthropic', 'expert', 'expert-elements', 'gemini-cua', 'hf', 'openai', 'openai-cua', 'random']
+
+A model agent's format says what the env shows it (``format=axtree``: the page as text,
+``format=som``: the set-of-marks screenshot; :attr:`AgentSpec.observations`), so the
+env of each agent is made with the observations it reads:
+
+    >>> spec = parse_agent("openai:Qwen3-8B@http://127.0.0.1:8000/v1,format=axtree")
+    >>> spec.label, spec.mode, spec.observations
+    ('openai:Qwen3-8B@axtree', 'axtree', ('axtree', 'last_action_error'))
 """
 
 from __future__ import annotations
@@ -20,8 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from uirl_agents.formats import FORMATS
 from uirl_agents.loading.quantization import quantization_mode
 from uirl_agents.policies.base import Policy
+from uirl_agents.policies.element_expert import ELEMENT_OBSERVATIONS
 
 logger = logging.getLogger(__name__)
 
@@ -40,20 +50,27 @@ class AgentSpec:
     """A parsed ``--agent`` value.
 
     Attributes:
-        kind: the agent type, a key of :data:`AGENTS` (``random``, ``expert``, ``hf``,
-            ``openai``, ``anthropic``, ``openai-cua``, ``gemini-cua``).
+        kind: the agent type, a key of :data:`AGENTS` (``random``, ``expert``,
+            ``expert-elements``, ``hf``, ``openai``, ``anthropic``, ``openai-cua``,
+            ``gemini-cua``).
         target: the checkpoint path (hf; ``tiny`` builds the tiny test Qwen2.5-VL,
             ``tiny-FAMILY`` the tiny model of another family, e.g. ``tiny-llava``; write
             ``./tiny-x`` for a folder of that name) or the model name (the others).
         url: the server's base URL (openai).
         lora: a LoRA adapter path (hf).
-        format: the model format (``ui-tars`` or ``qwen2.5-vl``); None: picked from the
-            model (hf: its config; openai: its name, else ``ui-tars``).
+        format: the model format (``ui-tars``, ``qwen2.5-vl``, ``axtree``, ``som``, ...:
+            ``uirl_agents.formats.FORMATS``); None: picked from the model (hf: its
+            config; openai: its name, else ``ui-tars``).
         max_tokens: the longest completion (model agents).
         quantization: ``"8bit"`` / ``"4bit"``: the model's language weights loaded
             quantized (hf; bitsandbytes); None: in full precision.
         label: the name in reports.
         options: vendor agent options (``display``, ``safety_checks``, ...).
+        observations: what the env must add to the screenshot for the agent
+            (``UIEnv(observations=...)``): its format's, or the element expert's.
+        mode: what the agent sees, for the reports: ``pixels``, ``axtree``, ``som``
+            (its format's :attr:`~uirl_agents.formats.ModelFormat.mode`), or
+            ``elements`` (the scripted expert acting by element).
     """
 
     kind: str
@@ -65,6 +82,8 @@ class AgentSpec:
     quantization: str | None = None
     label: str = ""
     options: tuple[tuple[str, str], ...] = ()
+    observations: tuple[str, ...] = ()
+    mode: str = "pixels"
 
 
 @dataclass(frozen=True)
@@ -99,6 +118,8 @@ class AgentKind:
         priced: reports look the model up in the price table (API agents).
         warn_unpriced: a model missing from the price table is warned about (vendor
             models always have a price; a self-served model usually has none).
+        reads_oracle: the agent reads the task's privileged state (a scripted expert),
+            which some runtimes keep to themselves (OpenEnv).
     """
 
     name: str
@@ -107,6 +128,7 @@ class AgentKind:
     build: Callable[[AgentSpec, AgentContext], tuple[Policy, str | None]]
     priced: bool = False
     warn_unpriced: bool = False
+    reads_oracle: bool = False
 
 
 AGENTS: dict[str, AgentKind] = {}
@@ -166,6 +188,8 @@ def _fail(text: str, why: str) -> AgentSpecError:
 def _parse_scripted(text: str, rest: str | None) -> AgentSpec:
     if rest is not None:
         raise _fail(text, f"{text.partition(':')[0]} takes no options")
+    if text == "expert-elements":
+        return AgentSpec(kind=text, label=text, observations=ELEMENT_OBSERVATIONS, mode="elements")
     return AgentSpec(kind=text, label=text)
 
 
@@ -178,7 +202,13 @@ def _build_random(spec: AgentSpec, ctx: AgentContext) -> tuple[Policy, str | Non
 def _build_expert(spec: AgentSpec, ctx: AgentContext) -> tuple[Policy, str | None]:
     from uirl_agents.policies.expert import ExpertPolicy
 
-    return ExpertPolicy(ctx.oracle, task=ctx.task_of or "simple_data_entry"), None
+    policy = ExpertPolicy(
+        ctx.oracle,
+        task=ctx.task_of or "simple_data_entry",
+        by_element=spec.kind == "expert-elements",
+    )
+    policy.name = spec.label
+    return policy, None
 
 
 # -- model agents: a local checkpoint, an OpenAI-compatible server -------------------
@@ -201,6 +231,8 @@ def _parse_model(text: str, rest: str | None) -> AgentSpec:
             )
         if key == "max_tokens" and not (value.isdigit() and int(value) > 0):
             raise _fail(text, "max_tokens must be a positive integer")
+        if key == "format" and value not in FORMATS:
+            raise _fail(text, f"unknown format {value!r}; expected one of {', '.join(FORMATS)}")
         if key in QUANT_OPTIONS:
             if kind != "hf" or value not in ("0", "1"):
                 raise _fail(
@@ -229,6 +261,10 @@ def _parse_model(text: str, rest: str | None) -> AgentSpec:
     )
     if options["quantization"]:  # a quantized model is another agent in the reports
         label += f"@{options['quantization']}"
+    page = FORMATS[options["format"]] if "format" in options else None
+    if page is not None and page.mode != "pixels":  # so is a model shown the page as text
+        label += f"@{page.mode}"
+        options.update(observations=page.observations, mode=page.mode)
     return AgentSpec(kind=kind, target=target, url=url, label=label, **options)
 
 
@@ -376,7 +412,10 @@ def _build_gemini_cua(spec: AgentSpec, ctx: AgentContext) -> tuple[Policy, str |
 
 for _kind in (
     AgentKind("random", "random", _parse_scripted, _build_random),
-    AgentKind("expert", "expert", _parse_scripted, _build_expert),
+    AgentKind("expert", "expert", _parse_scripted, _build_expert, reads_oracle=True),
+    AgentKind(
+        "expert-elements", "expert-elements", _parse_scripted, _build_expert, reads_oracle=True
+    ),
     AgentKind(
         "hf",
         "hf:PATH[,lora=PATH][,format=NAME][,max_tokens=N][,load_in_8bit=1|load_in_4bit=1]",
@@ -385,7 +424,7 @@ for _kind in (
     ),
     AgentKind(
         "openai",
-        "openai:MODEL@URL[,format=NAME][,max_tokens=N]",
+        "openai:MODEL@URL[,format=NAME (axtree, som: the page as text)][,max_tokens=N]",
         _parse_model,
         _build_openai,
         priced=True,

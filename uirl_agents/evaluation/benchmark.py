@@ -64,7 +64,7 @@ class RunInUseError(RuntimeError):
 @dataclass
 class AgentResult:
     """What a report says about one agent (``format``: the model format, None for
-    scripted agents)."""
+    scripted agents; ``observation``: what it sees, :attr:`AgentSpec.mode`)."""
 
     agent: str
     episodes: int
@@ -77,6 +77,7 @@ class AgentResult:
     env_s_per_step: float
     session_errors: int
     format: str | None = None
+    observation: str = "pixels"
     # task -> {"episodes", "successes", "success_rate", "mean_reward", "mean_steps"}
     per_task: dict[str, dict[str, float]] | None = None
     # API agents: tokens summed over the episodes (uirl_agents.policies.usage.USAGE_KEYS), their
@@ -111,8 +112,10 @@ def summarise(
     episodes: Sequence[Episode],
     format: str | None = None,
     price: ModelPrice | None = None,
+    observation: str = "pixels",
 ) -> AgentResult:
-    """An agent's numbers over ``episodes`` (``price``: its model's, for the cost)."""
+    """An agent's numbers over ``episodes`` (``price``: its model's, for the cost;
+    ``observation``: what it sees, ``pixels``, ``axtree``, ``som``, ``elements``)."""
     steps = [s for e in episodes for s in e.steps]
     successes = sum(e.success for e in episodes)
     tokens = add_usage(s.usage for s in steps)
@@ -120,6 +123,7 @@ def summarise(
     return AgentResult(
         agent=agent,
         format=format,
+        observation=observation,
         episodes=len(episodes),
         success_rate=successes / max(1, len(episodes)),
         success_ci95=wilson_interval(successes, len(episodes)),
@@ -499,7 +503,9 @@ def run_agent(
         # Killed after its last episode but before its summary: the format needs the model.
         _, format_name = build_policy(spec, oracle, out_dir, seed)
     write_viewer(run_dir)
-    result = summarise(spec.label, [finished[i] for i in ids], format_name, price_of(spec, prices))
+    result = summarise(
+        spec.label, [finished[i] for i in ids], format_name, price_of(spec, prices), spec.mode
+    )
     _write_json(summary_path, {"settings": settings, "result": asdict(result)})
     return result
 

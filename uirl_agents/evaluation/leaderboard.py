@@ -4,8 +4,10 @@
 with ``results.json``, ``DIR`` itself included), pools each agent's episodes over the
 folders per task (successes and episodes add up; an agent in two folders is one row),
 and writes ``DIR/leaderboard.md``, ``DIR/leaderboard.json`` and ``DIR/leaderboard.html``:
-per agent its success rate with the Wilson 95% interval, episodes, mean steps, tokens,
-cost per episode and per success, and per task a cell linking to that agent's replay
+per agent what it sees (``pixels``, ``axtree``: the page as text, ``som``: the
+set-of-marks screenshot, ``elements``: the scripted expert acting by element), its
+success rate with the Wilson 95% interval, episodes, mean steps, tokens, cost per
+episode and per success, and per task a cell linking to that agent's replay
 at that task. Rows are ranked by success rate, then by cost per success.
 """
 
@@ -43,6 +45,7 @@ class Entry:
 
     agent: str
     format: str | None = None
+    observation: str = "pixels"  # results written before issue 41 saw pixels
     tasks: dict[str, TaskCell] = field(default_factory=dict)
     cost_usd: float | None = None
     priced: bool = True  # False once a folder has no cost for it: the cost is unknown
@@ -80,6 +83,7 @@ class Entry:
         return {
             "agent": self.agent,
             "format": self.format,
+            "observation": self.observation,
             "episodes": self.episodes,
             "successes": self.successes,
             "success_rate": self.success_rate,
@@ -134,7 +138,10 @@ def collect(root: Path) -> list[Entry]:
 
 
 def _add(entries: dict[str, Entry], root: Path, folder: Path, result: dict[str, Any]) -> None:
-    entry = entries.setdefault(result["agent"], Entry(result["agent"], result.get("format")))
+    entry = entries.setdefault(
+        result["agent"],
+        Entry(result["agent"], result.get("format"), result.get("observation", "pixels")),
+    )
     source = os.path.relpath(folder, root)
     entry.sources.append(source)
     page = agent_run_dir(folder, result["agent"]) / "index.html"
@@ -174,10 +181,9 @@ def _usd(value: float | None) -> str:
 def markdown(entries: list[Entry]) -> str:
     tasks = sorted({t for e in entries for t in e.tasks})
     lines = [
-        "| # | agent | episodes | success (95% CI) | steps/episode | cost/episode | cost/success | "
-        + " | ".join(tasks)
-        + " |",
-        "| --- " * (7 + len(tasks)) + "|",
+        "| # | agent | observation | episodes | success (95% CI) | steps/episode | cost/episode "
+        "| cost/success | " + " | ".join(tasks) + " |",
+        "| --- " * (8 + len(tasks)) + "|",
     ]
     for rank, e in enumerate(entries, 1):
         s = e.summary()
@@ -186,7 +192,8 @@ def markdown(entries: list[Entry]) -> str:
             f"{e.tasks[t].successes}/{e.tasks[t].episodes}" if t in e.tasks else "-" for t in tasks
         ]
         lines.append(
-            f"| {rank} | {e.agent} | {e.episodes} | {e.success_rate:.0%} ({lo:.0%}-{hi:.0%}) "
+            f"| {rank} | {e.agent} | {e.observation} | {e.episodes} "
+            f"| {e.success_rate:.0%} ({lo:.0%}-{hi:.0%}) "
             f"| {e.mean_steps:.1f} | {_usd(s['cost_per_episode_usd'])} "
             f"| {_usd(e.cost_per_success)} | " + " | ".join(cells) + " |"
         )
@@ -212,7 +219,8 @@ def render_html(root: Path, entries: list[Entry]) -> str:
         f"<h1>Leaderboard: {html.escape(root.name or str(root))}</h1>",
         f"<p>{len(entries)} agents, {len(tasks)} tasks; success with its Wilson 95% interval; "
         "each task cell links to the agent's replay of that task.</p>",
-        '<table id="leaderboard"><tr><th>#</th><th class="agent">agent</th><th>episodes</th>'
+        '<table id="leaderboard"><tr><th>#</th><th class="agent">agent</th>'
+        "<th>observation</th><th>episodes</th>"
         "<th>success (95% CI)</th><th>steps/episode</th><th>tokens/episode (in/out)</th>"
         "<th>cost/episode</th><th>cost/success</th>",
     ]
@@ -233,7 +241,8 @@ def render_html(root: Path, entries: list[Entry]) -> str:
         )
         parts.append(
             f'<tr class="entry"><td>{rank}</td><td class="agent">{html.escape(e.agent)}</td>'
-            f"<td>{e.episodes}</td><td>{e.success_rate:.0%} ({lo:.0%}-{hi:.0%}){bar}</td>"
+            f'<td class="observation">{html.escape(e.observation)}</td><td>{e.episodes}</td>'
+            f"<td>{e.success_rate:.0%} ({lo:.0%}-{hi:.0%}){bar}</td>"
             f"<td>{e.mean_steps:.1f}</td><td>{tokens}</td>"
             f"<td>{_usd(s['cost_per_episode_usd'])}</td><td>{_usd(e.cost_per_success)}</td>"
         )

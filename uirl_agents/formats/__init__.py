@@ -20,17 +20,27 @@ from .base import (
     smart_resize,
 )
 from .generic import CoordinatesFormat, JsonFormat, TextFormat
+from .page import AXTreeFormat, SetOfMarksFormat
 from .qwen25vl import Qwen25VLFormat
 from .ui_tars import UITarsFormat
 
 FORMATS: dict[str, type[ModelFormat]] = {
-    f.name: f for f in (UITarsFormat, Qwen25VLFormat, TextFormat, JsonFormat, CoordinatesFormat)
+    f.name: f
+    for f in (
+        UITarsFormat,
+        Qwen25VLFormat,
+        TextFormat,
+        JsonFormat,
+        CoordinatesFormat,
+        AXTreeFormat,
+        SetOfMarksFormat,
+    )
 }
 
 
 def get_format(name: str, config: FormatConfig | None = None) -> ModelFormat:
     """Build the format registered as ``name`` ("ui-tars", "qwen2.5-vl", "text", "json",
-    "coordinates").
+    "coordinates"; "axtree", "som": the page as text, actions by element).
 
     Args:
         name: the format's registry name.
@@ -80,6 +90,7 @@ def infer_format(name: str, model_type: str | None = None, config_text: str = ""
 
 
 __all__ = [
+    "AXTreeFormat",
     "FORMATS",
     "FormatConfig",
     "FormatParseError",
@@ -89,6 +100,7 @@ __all__ = [
     "ParsedOutput",
     "Qwen25VLFormat",
     "ScreenGeometry",
+    "SetOfMarksFormat",
     "TextFormat",
     "UITarsFormat",
     "get_format",

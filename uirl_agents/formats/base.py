@@ -23,7 +23,7 @@ from __future__ import annotations
 import abc
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -221,6 +221,21 @@ def split_at_action_line(text: str) -> tuple[str, str | None]:
     return _THOUGHT_PREFIX.sub("", text[: last.start()]).strip(), text[last.end() :].strip()
 
 
+@dataclass(frozen=True)
+class StepView:
+    """What a format shows the model of one step's observation.
+
+    Attributes:
+        image: the image the model sees, resized by the format (the screenshot, or the
+            set-of-marks screenshot); None for a format that shows no image.
+        text: the page as the format writes it (the accessibility tree, the element
+            list); "" for a format that shows only the screenshot.
+    """
+
+    image: np.ndarray | None
+    text: str = ""
+
+
 def text_part(text: str) -> dict[str, str]:
     return {"type": "text", "text": text}
 
@@ -233,17 +248,24 @@ class ModelFormat(abc.ABC):
 
     Attributes:
         name: the registry name (``get_format(name)``).
+        observations: the env observations the format reads besides the screenshot and
+            the instruction (``UIEnv(observations=...)``; none for the pixel formats).
+        mode: what the model is shown: ``pixels`` (screenshots), ``axtree`` (the page
+            as text), ``som`` (the set-of-marks screenshot and an element list).
         config: image sizing (:class:`FormatConfig`).
 
     Methods:
         geometry: the :class:`ScreenGeometry` for a screen size.
         prepare_image: resize a screenshot to what the model sees.
+        view: what the model is shown of one observation (:class:`StepView`).
         build_messages: the chat messages for one step (image placeholders).
         parse: a completion -> ``(action | None, error | None, thought)``; never raises.
         render: an action (+ thought) -> the completion the model would write.
     """
 
     name: ClassVar[str]
+    observations: ClassVar[tuple[str, ...]] = ()
+    mode: ClassVar[str] = "pixels"
 
     def __init__(self, config: FormatConfig | None = None) -> None:
         self.config = config or FormatConfig()
@@ -285,6 +307,11 @@ class ModelFormat(abc.ABC):
         )
         return np.asarray(resized)
 
+    def view(self, observation: Mapping[str, Any]) -> StepView:
+        """What the model is shown of ``observation`` (an env observation with the
+        format's :attr:`observations`): here the resized screenshot."""
+        return StepView(self.prepare_image(observation["screenshot"]))
+
     # ---- prompts -----------------------------------------------------------------------
 
     @abc.abstractmethod
@@ -295,12 +322,18 @@ class ModelFormat(abc.ABC):
     def task_prompt(self, instruction: str, geometry: ScreenGeometry) -> str:
         """The first user message's text (it carries the instruction)."""
 
+    def step_parts(self, page: str) -> list[dict[str, str]]:
+        """The user-message parts that show one step: its image placeholder (a format
+        that shows the page as text writes ``page`` here)."""
+        return [dict(IMAGE_PLACEHOLDER)]
+
     def build_messages(
         self,
         instruction: str,
         history: Sequence[str],
         num_images: int,
         geometry: ScreenGeometry,
+        pages: Sequence[str] = (),
     ) -> list[Message]:
         """The chat messages for the next step of an episode.
 
@@ -313,9 +346,12 @@ class ModelFormat(abc.ABC):
         Args:
             instruction: the task instruction.
             history: the model's raw outputs of the earlier steps, oldest first.
-            num_images: how many of the latest screenshots (current one included) are
-                shown; 1 <= num_images <= len(history) + 1.
+            num_images: how many of the latest steps (current one included) are shown
+                with their observation (:meth:`step_parts`: a screenshot, or the page as
+                text); 1 <= num_images <= len(history) + 1.
             geometry: the screen/image sizes (the system prompt may state them).
+            pages: the :attr:`StepView.text` of each shown step, oldest first (empty:
+                the steps show no text).
 
         Returns:
             Messages with ``content`` a string (system, assistant) or a list of parts
@@ -323,7 +359,8 @@ class ModelFormat(abc.ABC):
             oldest first: pass the last ``num_images`` screenshots in that order.
 
         Raises:
-            ValueError: ``num_images`` outside ``1..len(history) + 1``.
+            ValueError: ``num_images`` outside ``1..len(history) + 1``, or ``pages`` not
+                one text per shown step.
         """
         num_steps = len(history) + 1
         if not 1 <= num_images <= num_steps:
@@ -331,6 +368,8 @@ class ModelFormat(abc.ABC):
                 f"num_images: expected 1..{num_steps} (the screenshots this episode has), "
                 f"got {num_images}"
             )
+        if pages and len(pages) != num_images:
+            raise ValueError(f"pages: expected one per shown step ({num_images}), got {len(pages)}")
         messages: list[Message] = [
             {"role": "system", "content": self.system_prompt(geometry)},
             {"role": "user", "content": [text_part(self.task_prompt(instruction, geometry))]},
@@ -338,10 +377,11 @@ class ModelFormat(abc.ABC):
         first_image_step = num_steps - num_images
         for step in range(num_steps):
             if step >= first_image_step:
+                parts = self.step_parts(pages[step - first_image_step] if pages else "")
                 if messages[-1]["role"] == "user":
-                    messages[-1]["content"].append(dict(IMAGE_PLACEHOLDER))
+                    messages[-1]["content"].extend(parts)
                 else:
-                    messages.append({"role": "user", "content": [dict(IMAGE_PLACEHOLDER)]})
+                    messages.append({"role": "user", "content": parts})
             if step < len(history):
                 messages.append({"role": "assistant", "content": history[step]})
         return messages

@@ -45,7 +45,11 @@ def build_arg_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--episodes", type=int, default=default["episodes"], help="episodes to save; 0: until Stop"
     )
-    p.add_argument("--format", default=default["format"], choices=sorted(FORMATS))
+    p.add_argument(
+        "--format",
+        default=default["format"],
+        choices=sorted(n for n, f in FORMATS.items() if f.mode == "pixels"),
+    )
     p.add_argument(
         "--max-images", type=int, default=default["max_images"], help="screenshots per prompt"
     )

@@ -63,6 +63,11 @@ class RecorderConfig:
             raise ValueError(f"task: unknown {self.task!r}; known: {sorted(TASKS)}")
         if self.format not in FORMATS:
             raise ValueError(f"format: unknown {self.format!r}; known: {sorted(FORMATS)}")
+        if FORMATS[self.format].mode != "pixels":
+            raise ValueError(
+                f"format: {self.format!r} acts on elements; a person's clicks are points: "
+                "record in a pixel format (ui-tars, qwen2.5-vl, text, json, coordinates)"
+            )
         for name in ("max_images", "max_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")

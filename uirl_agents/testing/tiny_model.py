@@ -201,7 +201,8 @@ def _generic_corpus() -> list[str]:
     families default to ``text``)."""
     action = Action(ActionType.LEFT_CLICK, x=640, y=400)
     texts = []
-    for name in sorted(set(FORMATS) - {"ui-tars", "qwen2.5-vl"}):
+    pixel_formats = {name for name, f in FORMATS.items() if f.mode == "pixels"}
+    for name in sorted(pixel_formats - {"ui-tars", "qwen2.5-vl"}):
         fmt = get_format(name)
         geometry = fmt.geometry()
         texts += [fmt.task_prompt("Copy row 1 into the form.", geometry)]
