@@ -460,11 +460,11 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         if parsed.type is ActionType.FINISH:
             info.update(episode.scorer.status())
             episode.ended = "terminated"
-            return self._obs, 0.0, True, False, info
+            return _fresh(self._obs), 0.0, True, False, info
         if parsed.type is ActionType.SEND_MSG_TO_USER:
             # No task of uirl's reads the chat: the message is kept in info, the page as is.
             info.update(episode.scorer.status(), message_to_user=parsed.text)
-            return self._obs, 0.0, False, False, info
+            return _fresh(self._obs), 0.0, False, False, info
         client = self._ensure_session()
         try:
             screenshot, progress = client.act_with_progress(parsed)
@@ -479,13 +479,13 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             logger.warning("session %s: the page hangs: %s", self.session, exc)
             info.update(episode.scorer.status(), error=f"{type(exc).__name__}: {exc}")
             episode.ended = "truncated"
-            return self._obs, 0.0, False, True, info
+            return _fresh(self._obs), 0.0, False, True, info
         except SessionError as exc:
             logger.warning("session %s failed mid-episode: %s", self.session, exc)
             self._drop_session(healthy=False)
             info.update(episode.scorer.status(), error=f"{type(exc).__name__}: {exc}")
             episode.ended = "truncated"
-            return self._obs, 0.0, False, True, info
+            return _fresh(self._obs), 0.0, False, True, info
         reward += episode.scorer.reward(progress)
         reward += potential - episode.potential
         episode.potential = potential
@@ -505,7 +505,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         info.update(self._episode.scorer.status(), invalid_action=message)
         if "last_action_error" in self.observations:
             self._obs = {**self._obs, "last_action_error": message[:MAX_INSTRUCTION_LENGTH]}
-        return self._obs, -self._episode.rewards.invalid_action, False, False, info
+        return _fresh(self._obs), -self._episode.rewards.invalid_action, False, False, info
 
     def _read_page(self, client: SessionClient) -> dict[str, Any] | None:
         """What the text observations need of the page (None: none asked for)."""
@@ -598,6 +598,23 @@ def _in_background(fn: Callable[[], SessionInfo]) -> Future[SessionInfo]:
 
     threading.Thread(target=run, name="uirl-replacement", daemon=True).start()
     return future
+
+
+def _fresh(obs: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of an observation that shares no array with it: a step that does not change
+    the page (an invalid action, a message, the end) returns the last observation again,
+    and the caller may keep and modify both (Gymnasium's ``check_env`` checks)."""
+
+    def copied(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return value.copy()
+        if isinstance(value, tuple):
+            return tuple(copied(v) for v in value)
+        if isinstance(value, dict):
+            return {k: copied(v) for k, v in value.items()}
+        return value
+
+    return {k: copied(v) for k, v in obs.items()}
 
 
 def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:
