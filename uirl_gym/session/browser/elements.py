@@ -49,9 +49,16 @@ class ElementActionError(ValueError):
 _OBJECT = 'window[Symbol.for("uirl.elements")]'
 
 
-def _call(function: str, *args: Any) -> str:
-    # The script installs itself once per document (a navigation brings a new window).
-    return f"{_SCRIPT};\n{js_call(f'{_OBJECT}.{function}', *args)}"
+async def _call(tab: Tab, function: str, *args: Any) -> Any:
+    """The answer of the script's ``function`` in the page. The script (14 kB to parse)
+    goes with the call only to a document that lacks it: a new page (a navigation
+    brings a new window), answered ``undefined`` by the short call. Every function
+    answers an object."""
+    call = js_call(f"{_OBJECT}.{function}", *args)
+    answer = await tab.eval(f"{_OBJECT} && {call}")
+    if answer is None:
+        answer = await tab.eval(f"{_SCRIPT};\n{call}")
+    return answer
 
 
 async def observe(tab: Tab, episode: int, include: frozenset[str], full: bool) -> dict[str, Any]:
@@ -62,7 +69,7 @@ async def observe(tab: Tab, episode: int, include: frozenset[str], full: bool) -
     CDP sends (BrowserGym's objects); otherwise the accessibility tree leaves out
     ``name.sources`` and text boxes, which no agent reads.
     """
-    marked = await tab.eval(_call("mark", episode, "elements" in include))
+    marked = await _call(tab, "mark", episode, "elements" in include)
     snapshot_wanted = bool(include)  # the tree's bids and ``clickable`` come from it
     snapshot_task = (
         asyncio.ensure_future(_snapshot(tab, rects="dom" in include)) if snapshot_wanted else None
@@ -169,21 +176,29 @@ def _merged_axtree(
     roots = {tree["frameId"]: tree["nodes"][0]["nodeId"] for tree in axtrees if tree["nodes"]}
     merged: list[dict[str, Any]] = []
     for tree in axtrees:
+        # The nodes are changed in place: CDP's answer, parsed for this call alone.
         for node in tree["nodes"]:
+            role = node.get("role")
             if not full:
-                if node.get("role", {}).get("value") == "InlineTextBox":
+                if role is not None and role.get("value") == "InlineTextBox":
                     continue
-                node = {k: v for k, v in node.items() if k not in _HEAVY_AX_FIELDS}
-                if "name" in node:
-                    node["name"] = {k: v for k, v in node["name"].items() if k != "sources"}
-                if "childIds" in node:
-                    node["childIds"] = [c for c in node["childIds"] if not c.startswith("-")]
-            node.setdefault("childIds", [])
-            node.setdefault("role", {"type": "role", "value": "none"})
+                for field in _HEAVY_AX_FIELDS:
+                    node.pop(field, None)
+                name = node.get("name")
+                if name is not None:
+                    name.pop("sources", None)
+                children = node.get("childIds")
+                if children:  # (text boxes have negative ids)
+                    node["childIds"] = [c for c in children if c[0] != "-"]
+            if "childIds" not in node:
+                node["childIds"] = []
+            if role is None:
+                role = node["role"] = {"type": "role", "value": "none"}
             backend = node.get("backendDOMNodeId")
-            if backend in bids:
-                node["browsergym_id"] = bids[backend]
-            if node["role"].get("value") == "Iframe" and backend in frames_of_iframes:
+            bid = bids.get(backend)
+            if bid is not None:
+                node["browsergym_id"] = bid
+            if backend in frames_of_iframes and role.get("value") == "Iframe":
                 child_root = roots.get(frames_of_iframes[backend])
                 if child_root is not None:
                     node["childIds"] = [*node["childIds"], child_root]
@@ -200,13 +215,13 @@ async def perform(tab: Tab, action: Action, screen: tuple[int, int]) -> Action |
     """
     t = action.type
     if t is ActionType.SELECT_OPTION:
-        _check(await tab.eval(_call("select", action.bid, action.text)))
+        _check(await _call(tab, "select", action.bid, action.text))
         return None
     if t is ActionType.FOCUS:
-        _check(await tab.eval(_call("focus", action.bid)))
+        _check(await _call(tab, "focus", action.bid))
         return None
     if t is ActionType.FILL:
-        filled = _check(await tab.eval(_call("fill", action.bid, action.text or "")))
+        filled = _check(await _call(tab, "fill", action.bid, action.text or ""))
         if not filled.get("typed"):
             return None
         # The value is selected: the keys replace it (Delete clears it, as Playwright's).
@@ -214,7 +229,7 @@ async def perform(tab: Tab, action: Action, screen: tuple[int, int]) -> Action |
             return Action(ActionType.TYPE, text=action.text)
         return Action(ActionType.KEYS, keys="Delete")
     if t is ActionType.KEYS:
-        _check(await tab.eval(_call("focus", action.bid)))
+        _check(await _call(tab, "focus", action.bid))
         return dataclasses.replace(action, bid=None)
     fields: dict[str, Any] = {"bid": None, "end_bid": None}
     if action.bid is not None:
@@ -228,7 +243,7 @@ async def perform(tab: Tab, action: Action, screen: tuple[int, int]) -> Action |
 
 async def _point(tab: Tab, bid: str, screen: tuple[int, int], clicks: bool) -> tuple[int, int]:
     """The screen pixel to act on an element at."""
-    found = _check(await tab.eval(_call("target", bid, True)))
+    found = _check(await _call(tab, "target", bid, True))
     if clicks and found.get("disabled"):
         raise ElementActionError(f"bid {bid!r}: the element is disabled")
     x, y = math.floor(found["x"]), math.floor(found["y"])
