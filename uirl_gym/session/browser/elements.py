@@ -33,8 +33,16 @@ from uirl_gym.session.browser.tabs import Tab, js_call
 
 __all__ = ["ElementActionError", "PAGE_PARTS", "observe", "perform"]
 
-# What a text observation can ask the page for (``GET /page``'s ``include``).
-PAGE_PARTS = ("axtree", "dom", "elements")
+# What a text observation can ask the page for (``GET /page``'s ``include``);
+# ``dom_elements`` only of a MiniWoB++ page (its own ``core.getDOMInfo()``).
+PAGE_PARTS = ("axtree", "dom", "elements", "dom_elements")
+# The parts made from CDP's DOM snapshot (the tree's bids and ``clickable`` come from it).
+_SNAPSHOT_PARTS = frozenset({"axtree", "dom", "elements"})
+# MiniWoB++'s DOM as its own pages give it (the ``miniwob`` package reads the same call).
+_MINIWOB_DOM = (
+    "typeof core === 'object' && core !== null && typeof core.getDOMInfo === 'function' "
+    "? core.getDOMInfo() : null"
+)
 # Fields of the accessibility tree's nodes an agent never reads: left out unless the
 # whole of CDP's answer is asked for (``full``; BrowserGym's ``axtree_object``).
 _HEAVY_AX_FIELDS = ("chromeRole",)
@@ -67,10 +75,24 @@ async def observe(tab: Tab, episode: int, include: frozenset[str], full: bool) -
     element's bid in ``browsergym_id``; ``dom``: CDP's snapshot; ``elements``: bid ->
     ``{"bbox", "visibility", "clickable", "set_of_marks"}``). ``full`` keeps every field
     CDP sends (BrowserGym's objects); otherwise the accessibility tree leaves out
-    ``name.sources`` and text boxes, which no agent reads.
+    ``name.sources`` and text boxes, which no agent reads. ``dom_elements``: a MiniWoB++
+    page's ``core.getDOMInfo()`` (the tree the ``miniwob`` package's observation is made
+    of; it writes its ``data-wob_ref`` attributes into the page, as there), taken first so
+    that every part sees the same page.
+
+    Raises:
+        RuntimeError: ``dom_elements`` asked of a page that is not a MiniWoB++ page.
     """
+    miniwob_dom = None
+    if "dom_elements" in include:
+        miniwob_dom = await tab.eval(_MINIWOB_DOM)
+        if miniwob_dom is None:
+            raise RuntimeError(
+                "dom_elements: the page has no core.getDOMInfo(); only MiniWoB++ pages give "
+                "MiniWoB++'s DOM (ask for axtree, dom or elements)"
+            )
     marked = await _call(tab, "mark", episode, "elements" in include)
-    snapshot_wanted = bool(include)  # the tree's bids and ``clickable`` come from it
+    snapshot_wanted = bool(include & _SNAPSHOT_PARTS)
     snapshot_task = (
         asyncio.ensure_future(_snapshot(tab, rects="dom" in include)) if snapshot_wanted else None
     )
@@ -83,6 +105,8 @@ async def observe(tab: Tab, episode: int, include: frozenset[str], full: bool) -
         "title": marked["title"],
         "focused_element_bid": marked["focused"],
     }
+    if miniwob_dom is not None:
+        page["dom_elements"] = miniwob_dom
     if snapshot is None:
         return page
     bids, frames_of_iframes, clickable = _snapshot_index(snapshot)
