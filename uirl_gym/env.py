@@ -304,10 +304,10 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         _check_task_options("default_options", self.task, self.default_options)
         self.screen = check_screen(screen_size)
         self.observations = _observations(observations)
-        _check_miniwob_observations(self.observations, [self.task, *self.tasks])
         if isinstance(text_limit, bool) or not isinstance(text_limit, int) or text_limit < 200:
             raise ValueError(f"text_limit: expected characters >= 200, got {text_limit!r}")
         self.text_limit = text_limit
+        _check_miniwob_observations(self.observations, [self.task, *self.tasks])
         self.observation_space = observation_space(self.screen, self.observations, text_limit)
         self.action_space = action_space(screen=self.screen)
         self._base_url = base_url
