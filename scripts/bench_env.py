@@ -21,6 +21,13 @@ Measures:
     python scripts/bench_env.py                 # full run, updates docs/benchmarks.md
     python scripts/bench_env.py --quick --no-write
     python scripts/bench_env.py --profile       # CPU and PSS by process, one session each
+    python scripts/bench_env.py --text          # the page as text: CPU per step (issue 41)
+
+``--text`` measures what the text observations add to a step (issue 41): CPU ms per step
+of the client, the server and the browser, and the median wall time, on a MiniWoB++ page
+(160x210) and on SimpleDataEntry (1280x800, 100 rows), pixels only against the AXTree and
+the elements' properties on (and every text observation), beside BrowserGym's own
+extraction of the same pages (browsergym-core on Playwright, when installed).
 """
 
 from __future__ import annotations
@@ -34,16 +41,19 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import requests
 
 from uirl_gym.actions import Action, ActionType, ScrollDirection
-from uirl_gym.env import UIEnv
+from uirl_gym.env import TEXT_OBSERVATIONS, UIEnv
 from uirl_gym.protocol import Route, SessionInfo, act_query
 from uirl_gym.runtimes.local import LocalRuntime, LocalRuntimeConfig, descendant_pids
 from uirl_gym.session.browser.chromium import find_browser
+from uirl_gym.tasks.base import BRIDGE_PATH
 from uirl_gym.vector import SessionVectorEnv
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "benchmarks.md"
@@ -279,6 +289,194 @@ def profile_report(configs: list[Config], steps: int) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class TextPage:
+    """A page the text observations are measured on (``--text``)."""
+
+    name: str
+    task: str
+    screen: tuple[int, int]
+
+
+TEXT_PAGES = (
+    TextPage("MiniWoB++ click-checkboxes, 160x210", "miniwob.click-checkboxes", (160, 210)),
+    TextPage("SimpleDataEntry, 1280x800, 100 rows", "simple_data_entry", (1280, 800)),
+)
+TEXT_MODES: dict[str, tuple[str, ...]] = {
+    "pixels only": (),
+    "axtree + elements": ("axtree", "elements"),
+    "every text observation": TEXT_OBSERVATIONS,
+}
+
+
+def page_action(page: TextPage, i: int, rng: np.random.Generator) -> Action:
+    """A sheet cell (SimpleDataEntry), or a random point of the task area (MiniWoB++)."""
+    if page.task == "simple_data_entry":
+        return click_at(i)
+    return Action(
+        ActionType.LEFT_CLICK, int(rng.integers(page.screen[0])), int(rng.integers(page.screen[1]))
+    )
+
+
+def cpu_by_pid(pids: list[int]) -> dict[int, float]:
+    return {p: cpu_s([p]) for p in pids}
+
+
+def text_steps(
+    runtime: LocalRuntime, env: UIEnv, page: TextPage, steps: int
+) -> tuple[float, list[float]]:
+    """CPU ms per step (this client, the server, its browser) and each step's wall time,
+    over windows of steps that end where an episode ends: the resets between windows
+    are not counted. A process started within a window counts from zero."""
+    rng = np.random.default_rng(0)
+    cpu, walls, i = 0.0, [], 0
+    while len(walls) < steps:
+        before = cpu_by_pid(session_pids(runtime, [env]))
+        ended = False
+        while len(walls) < steps and not ended:
+            t0 = time.perf_counter()
+            _, _, terminated, truncated, _ = env.step(page_action(page, i, rng))
+            walls.append(time.perf_counter() - t0)
+            i += 1
+            ended = terminated or truncated
+        after = cpu_by_pid(session_pids(runtime, [env]))
+        cpu += sum(after[p] - before.get(p, 0.0) for p in after)
+        if ended:
+            env.reset(seed=i)
+    return cpu / steps * 1e3, walls
+
+
+def open_text_page(tab: Any, page: TextPage) -> None:
+    """The page of ``page``'s first episode in a Playwright tab, as uirl serves it: the
+    MiniWoB++ page from the wheel, started; SimpleDataEntry's app, loaded with seed 0's data."""
+    if page.task == "simple_data_entry":
+        from uirl_gym.tasks.base import bridge_script
+        from uirl_gym.tasks.simple_data_entry.task import SimpleDataEntryTask
+
+        task = SimpleDataEntryTask()
+        bridge = bridge_script().replace("</script>", "<\\/script>")
+        tab.set_content(
+            task.page_html().replace(
+                f'<script src="{BRIDGE_PATH}"></script>', f"<script>{bridge}</script>"
+            )
+        )
+        tab.evaluate("(state) => window.uirlLoad(state)", task.reset(0, {})["app_state"])
+        return
+    from uirl_gym.tasks.miniwob.wheel import html_root, miniwob_tasks
+
+    tab.goto(f"file://{html_root()}/{miniwob_tasks()[page.task].page}")
+    tab.evaluate("core.startEpisodeReal()")
+
+
+def browsergym_extraction(page: TextPage, steps: int) -> tuple[float, list[float], str] | None:
+    """BrowserGym's own extraction of the page as text (browsergym-core's functions, on
+    Playwright and the same headless shell) after each click on the same page: CPU ms
+    per step (this process, Playwright's driver, the browser) and the wall times; None
+    when browsergym-core is not installed."""
+    try:
+        from browsergym.core import observation as bgo
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        log("browsergym-core is not installed: no BrowserGym row")
+        return None
+    rng = np.random.default_rng(0)
+    cpu, walls = 0.0, []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=find_browser(), args=["--no-sandbox"])
+        tab = browser.new_page(viewport={"width": page.screen[0], "height": page.screen[1]})
+        open_text_page(tab, page)
+        for i in range(steps + 5):
+            action = page_action(page, i, rng)
+            tab.mouse.click(action.x, action.y)
+            if page.task != "simple_data_entry" and tab.evaluate("WOB_DONE_GLOBAL"):
+                tab.evaluate("core.startEpisodeReal()")
+            pids = descendant_pids(os.getpid())
+            cpu0, t0 = cpu_s(pids) + time.process_time(), time.perf_counter()
+            bgo._pre_extract(tab)
+            dom = bgo.extract_dom_snapshot(tab)
+            bgo.extract_merged_axtree(tab)
+            bgo.extract_focused_element_bid(tab)
+            bgo.extract_dom_extra_properties(dom, 1.0)
+            bgo._post_extract(tab)
+            if i >= 5:  # the first extractions warm the page's caches
+                walls.append(time.perf_counter() - t0)
+                cpu += cpu_s(pids) + time.process_time() - cpu0
+        browser.close()
+    return cpu / steps * 1e3, walls, version("browsergym-core")
+
+
+def text_report(steps: int) -> list[str]:
+    """CPU ms and wall ms per step by page and observations, BrowserGym's extraction of
+    the same pages beside them (rounds alternate the modes: each sees the same load)."""
+    lines = [
+        "| page | observations | CPU ms/step | extra CPU ms/step | wall ms/step (median) |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for page in TEXT_PAGES:
+        runtime = LocalRuntime(LocalRuntimeConfig(task=page.task, startup_timeout_s=180.0))
+        try:
+            envs = {
+                mode: UIEnv(
+                    runtime=runtime, task=page.task, screen_size=page.screen, observations=obs
+                )
+                for mode, obs in TEXT_MODES.items()
+            }
+            cpu: dict[str, list[float]] = {mode: [] for mode in envs}
+            walls: dict[str, list[float]] = {mode: [] for mode in envs}
+            for env in envs.values():
+                env.reset(seed=0)
+                text_steps(runtime, env, page, 5)  # warm: the page's first layout, caches
+            for _ in range(4):
+                for mode, env in envs.items():
+                    log(f"{page.name}: {mode} ...")
+                    ms, w = text_steps(runtime, env, page, steps // 4)
+                    cpu[mode].append(ms)
+                    walls[mode] += w
+            for env in envs.values():
+                env.close()
+        finally:
+            runtime.close()
+        pixels = statistics.median(cpu["pixels only"])
+        for mode in envs:
+            ms = statistics.median(cpu[mode])
+            extra = "-" if mode == "pixels only" else f"{ms - pixels:+.1f}"
+            lines.append(
+                f"| {page.name} | {mode} | {ms:.1f} | {extra} | {pct(walls[mode], 50) * 1e3:.1f} |"
+            )
+            log(lines[-1])
+        bg = browsergym_extraction(page, steps)
+        if bg is not None:
+            lines.append(
+                f"| {page.name} | BrowserGym's extraction alone (browsergym-core "
+                f"{bg[2]}: marking, AX tree, DOM snapshot, extra properties, unmarking) "
+                f"| {bg[0]:.1f} | - | {pct(bg[1], 50) * 1e3:.1f} |"
+            )
+            log(lines[-1])
+    return lines
+
+
+TEXT_START, TEXT_END = "<!-- bench_env_text:start -->", "<!-- bench_env_text:end -->"
+
+
+def write_text_report(lines: list[str], args: argparse.Namespace) -> None:
+    load = os.getloadavg()
+    command = "python scripts/bench_env.py --text" + (" --quick" if args.quick else "")
+    facts = (
+        f"Command: `{command}`; {time.strftime('%Y-%m-%d')}, {os.cpu_count()} cores, load "
+        f"average at the end {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}. CPU ms/step: user "
+        "+ system time of this client, the session server and its browser over the steps "
+        "(medians of 4 rounds, the modes alternating); extra: over pixels only."
+    )
+    report = "\n".join([facts, "", *lines])
+    print(report)
+    if not args.no_write:
+        text = DOCS.read_text()
+        head, rest = text.split(TEXT_START, 1)
+        _, tail = rest.split(TEXT_END, 1)
+        DOCS.write_text(f"{head}{TEXT_START}\n{report}\n{TEXT_END}{tail}")
+        log(f"wrote {DOCS}")
+
+
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -302,6 +500,11 @@ def main() -> None:
         action="store_true",
         help="only print where CPU (per click step) and memory go, by process, one session each",
     )
+    p.add_argument(
+        "--text",
+        action="store_true",
+        help="only the text observations' cost per step (issue 41); with --no-write, print it",
+    )
     args = p.parse_args()
     sizes = [1, 4] if args.quick else [1, 8]
     seconds = 4.0 if args.quick else args.seconds
@@ -314,6 +517,9 @@ def main() -> None:
     ]
     if args.profile:
         print("\n".join(profile_report(configs, steps)))
+        return
+    if args.text:
+        write_text_report(text_report(steps), args)
         return
     names = [c.name for c in configs]
     runtimes = {c.name: c.runtime() for c in configs}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import re
 import signal
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 import gymnasium as gym
 import numpy as np
 import pytest
+from gymnasium.utils.passive_env_checker import data_shares_objects
 from gymnasium.wrappers import (
     RecordEpisodeStatistics,
     ResizeObservation,
@@ -181,14 +183,24 @@ def test_rewards_agree_with_progress(env: gym.Env) -> None:
 
 
 def test_invalid_and_finish_actions(env: gym.Env) -> None:
-    env.reset(seed=1)
-    _, reward, terminated, truncated, info = env.step({"type": "left_click", "x": 5000, "y": 1})
+    first, _info = env.reset(seed=1)
+    seen = [first]
+    obs, reward, terminated, truncated, info = env.step({"type": "left_click", "x": 5000, "y": 1})
     assert reward == -0.1 and not terminated and not truncated
     assert "x: 5000 is off" in info["invalid_action"]
-    _, reward, *_, info = env.step({"type": "keys", "keys": "ctrl+nope"})
+    seen.append(obs)
+    obs, reward, *_, info = env.step({"type": "keys", "keys": "ctrl+nope"})
     assert "unknown key" in info["invalid_action"]
-    _, reward, terminated, _, info = env.step(Action(ActionType.FINISH))
+    seen.append(obs)
+    seen.append(env.step({"type": "send_msg_to_user", "text": "done?"})[0])
+    obs, reward, terminated, _, info = env.step(Action(ActionType.FINISH))
     assert terminated and reward == 0.0 and info["is_success"] is False
+    seen.append(obs)
+    # The page did not change, but each observation is the caller's own (check_env's
+    # rule: the caller may keep and modify them; a random bid is an invalid action).
+    assert all(np.array_equal(o["screenshot"], first["screenshot"]) for o in seen)
+    for one, other in itertools.combinations(seen, 2):
+        assert not data_shares_objects(one, other)
 
 
 def test_a_lone_surrogate_is_an_invalid_action(env: gym.Env) -> None:
@@ -491,6 +503,7 @@ def test_drag_selects_text_like_a_person(runtime: LocalRuntime) -> None:
 
 HANGING_TASK = """
 import dataclasses
+import itertools
 from importlib import resources
 
 from uirl_gym.tasks.simple_data_entry import TASK_SPEC as _BASE

@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+import orjson
 import requests
 from PIL import Image
 
@@ -378,9 +379,9 @@ class SessionClient:
         timeout = self.timeout
         if self.action_timeout_s is not None:
             timeout = (self.timeout[0], self.action_timeout_s + ACTION_READ_MARGIN_S)
-        return self._request(
-            "GET", Route.PAGE, params=params, idempotent=True, timeout=timeout
-        ).json()
+        response = self._request("GET", Route.PAGE, params=params, idempotent=True, timeout=timeout)
+        # orjson: a 100-row sheet's tree is ~250 kB, the standard library's parser ~2x slower.
+        return orjson.loads(response.content)
 
     def oracle(self) -> dict[str, Any]:
         """Privileged state (target rows, element boxes): for experts and tests only."""

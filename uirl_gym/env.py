@@ -56,6 +56,7 @@ from uirl_gym.protocol import SessionInfo, token_from_environment
 from uirl_gym.runtimes.base import Runtime
 from uirl_gym.tasks import split_range, task_spec
 from uirl_gym.tasks.base import EpisodeScorer
+from uirl_gym.tasks.miniwob import dom_elements as miniwob_dom
 
 # SimpleDataEntry's reward config, importable from here as before.
 
@@ -108,8 +109,16 @@ class InstructionText(spaces.Text):
 # The observations an env can add to the screenshot and instruction (``observations=``;
 # docs/env.md): the page as text, the elements, the set-of-marks screenshot.
 TEXT_OBSERVATIONS = ("axtree", "html", "elements", "som", "focused", "url", "last_action_error")
+# Observations of MiniWoB++ tasks only: the ``miniwob`` package's own DOM elements.
+MINIWOB_OBSERVATIONS = ("dom_elements",)
 # The parts of ``GET /page`` each needs.
-_PAGE_PARTS = {"axtree": "axtree", "html": "dom", "elements": "elements", "som": "elements"}
+_PAGE_PARTS = {
+    "axtree": "axtree",
+    "html": "dom",
+    "elements": "elements",
+    "som": "elements",
+    "dom_elements": "dom_elements",
+}
 MAX_URL_LENGTH = 4096
 
 
@@ -126,7 +135,8 @@ def observation_space(
       pixels), "visibility": float32 0..1, "clickable": 0|1, "set_of_marks": 0|1}``;
     - ``som``: the screenshot with the set-of-marks elements boxed and numbered;
     - ``focused``: the focused element's bid (``""``: none); ``url``: the page's URL;
-    - ``last_action_error``: why the last action was refused (``""``: it was not).
+    - ``last_action_error``: why the last action was refused (``""``: it was not);
+    - ``dom_elements`` (MiniWoB++ tasks): the ``miniwob`` package's own, in its space.
     """
     width, height = screen
     image = spaces.Box(0, 255, (height, width, 3), dtype=np.uint8)
@@ -149,6 +159,8 @@ def observation_space(
         "url": InstructionText(MAX_URL_LENGTH),
         "last_action_error": InstructionText(MAX_INSTRUCTION_LENGTH),
     }
+    if "dom_elements" in observations:
+        extra["dom_elements"] = miniwob_dom.dom_elements_space(screen)
     return spaces.Dict(
         {
             "screenshot": image,
@@ -170,19 +182,33 @@ def check_observations(value: Any) -> tuple[str, ...]:
             f"observations: expected a list of names from {', '.join(TEXT_OBSERVATIONS)}, "
             f"got {value!r}"
         )
-    unknown = [v for v in value if v not in TEXT_OBSERVATIONS]
+    valid = TEXT_OBSERVATIONS + MINIWOB_OBSERVATIONS
+    unknown = [v for v in value if v not in valid]
     if unknown:
         hints = [
             f"did you mean {close[0]!r}?"
             for v in unknown
             if isinstance(v, str)
-            and (close := difflib.get_close_matches(v, TEXT_OBSERVATIONS, n=1, cutoff=0.6))
+            and (close := difflib.get_close_matches(v, valid, n=1, cutoff=0.6))
         ]
         raise ValueError(
             f"observations: unknown {', '.join(map(repr, unknown))}; valid: "
-            f"{', '.join(TEXT_OBSERVATIONS)}" + (f" ({' '.join(hints)})" if hints else "")
+            f"{', '.join(TEXT_OBSERVATIONS)} (and, for MiniWoB++ tasks, "
+            f"{', '.join(MINIWOB_OBSERVATIONS)})" + (f" ({' '.join(hints)})" if hints else "")
         )
     return tuple(dict.fromkeys(value))
+
+
+def _check_miniwob_observations(observations: tuple[str, ...], tasks: list[str]) -> None:
+    """MiniWoB++'s own observations only for MiniWoB++ tasks (``ValueError`` naming one)."""
+    asked = [name for name in observations if name in MINIWOB_OBSERVATIONS]
+    other = next((t for t in tasks if task_spec(t).family != "miniwob"), None)
+    if asked and other is not None:
+        raise ValueError(
+            f"observations: {', '.join(map(repr, asked))} (the miniwob package's own DOM "
+            f"elements) exist for MiniWoB++ tasks only, and task {other!r} is not one: "
+            "ask for 'axtree', 'html' or 'elements' instead"
+        )
 
 
 class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
@@ -281,6 +307,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         if isinstance(text_limit, bool) or not isinstance(text_limit, int) or text_limit < 200:
             raise ValueError(f"text_limit: expected characters >= 200, got {text_limit!r}")
         self.text_limit = text_limit
+        _check_miniwob_observations(self.observations, [self.task, *self.tasks])
         self.observation_space = observation_space(self.screen, self.observations, text_limit)
         self.action_space = action_space(screen=self.screen)
         self._base_url = base_url
@@ -379,6 +406,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             weights = np.array([self.tasks[n] for n in names])
             name = names[int(self.np_random.choice(len(names), p=weights / weights.sum()))]
         task = self.task if name is None else name
+        _check_miniwob_observations(self.observations, [task])
         spec = task_spec(task)
         task_options = {
             **(self.default_options if task == self.task else {}),
@@ -460,11 +488,11 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         if parsed.type is ActionType.FINISH:
             info.update(episode.scorer.status())
             episode.ended = "terminated"
-            return self._obs, 0.0, True, False, info
+            return _fresh(self._obs), 0.0, True, False, info
         if parsed.type is ActionType.SEND_MSG_TO_USER:
             # No task of uirl's reads the chat: the message is kept in info, the page as is.
             info.update(episode.scorer.status(), message_to_user=parsed.text)
-            return self._obs, 0.0, False, False, info
+            return _fresh(self._obs), 0.0, False, False, info
         client = self._ensure_session()
         try:
             screenshot, progress = client.act_with_progress(parsed)
@@ -479,13 +507,13 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
             logger.warning("session %s: the page hangs: %s", self.session, exc)
             info.update(episode.scorer.status(), error=f"{type(exc).__name__}: {exc}")
             episode.ended = "truncated"
-            return self._obs, 0.0, False, True, info
+            return _fresh(self._obs), 0.0, False, True, info
         except SessionError as exc:
             logger.warning("session %s failed mid-episode: %s", self.session, exc)
             self._drop_session(healthy=False)
             info.update(episode.scorer.status(), error=f"{type(exc).__name__}: {exc}")
             episode.ended = "truncated"
-            return self._obs, 0.0, False, True, info
+            return _fresh(self._obs), 0.0, False, True, info
         reward += episode.scorer.reward(progress)
         reward += potential - episode.potential
         episode.potential = potential
@@ -505,7 +533,7 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
         info.update(self._episode.scorer.status(), invalid_action=message)
         if "last_action_error" in self.observations:
             self._obs = {**self._obs, "last_action_error": message[:MAX_INSTRUCTION_LENGTH]}
-        return self._obs, -self._episode.rewards.invalid_action, False, False, info
+        return _fresh(self._obs), -self._episode.rewards.invalid_action, False, False, info
 
     def _read_page(self, client: SessionClient) -> dict[str, Any] | None:
         """What the text observations need of the page (None: none asked for)."""
@@ -535,6 +563,8 @@ class UIEnv(gym.Env[dict[str, Any], dict[str, Any]]):
                 obs[name] = page["focused_element_bid"]
             elif name == "url":
                 obs[name] = page["url"][:MAX_URL_LENGTH]
+            elif name == "dom_elements":
+                obs[name] = miniwob_dom.dom_elements(page["dom_elements"])
         return obs
 
     def _potential(self) -> float:
@@ -614,6 +644,23 @@ def _in_background(fn: Callable[[], SessionInfo]) -> Future[SessionInfo]:
 
     threading.Thread(target=run, name="uirl-replacement", daemon=True).start()
     return future
+
+
+def _fresh(obs: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of an observation that shares no array with it: a step that does not change
+    the page (an invalid action, a message, the end) returns the last observation again,
+    and the caller may keep and modify both (Gymnasium's ``check_env`` checks)."""
+
+    def copied(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return value.copy()
+        if isinstance(value, tuple):
+            return tuple(copied(v) for v in value)
+        if isinstance(value, dict):
+            return {k: copied(v) for k, v in value.items()}
+        return value
+
+    return {k: copied(v) for k, v in obs.items()}
 
 
 def _task_record(progress: Mapping[str, Any]) -> dict[str, Any]:

@@ -73,6 +73,9 @@ def _ax_line(node: Mapping[str, Any], parent_name: str) -> str | None:
     if role in _SKIPPED_ROLES:
         return None
     name = str(node.get("name", {}).get("value", ""))
+    # (text first: most of a page's nodes, and its rule needs no properties)
+    if role == "StaticText" and (not name.strip() or name in parent_name):
+        return None
     properties = {
         p["name"]: p.get("value", {}).get("value")
         for p in node.get("properties", [])
@@ -83,8 +86,6 @@ def _ax_line(node: Mapping[str, Any], parent_name: str) -> str | None:
     shown += [f"{p}={properties[p]}" for p in _SHOWN_VALUES if properties.get(p) not in (None, "")]
     value = node.get("value", {}).get("value")
     if role == "generic" and not name and not shown and value in (None, ""):
-        return None
-    if role == "StaticText" and (not name.strip() or name in parent_name):
         return None
     line = f"[{bid}] {role}" if bid is not None else role
     if name:

@@ -697,9 +697,10 @@ async def progress(request: Request) -> JSONResponse:
 @router.get(Route.PAGE)
 async def page(request: Request) -> Response:
     """The page as text: ``include`` names the parts (``axtree``, ``dom``, ``elements``,
-    comma-separated; none: the URL, title and focused element only), ``full=1`` keeps
-    every field CDP sends (BrowserGym's objects). Marks the page's elements with the
-    bids that actions by element take (docs/protocol.md)."""
+    ``dom_elements``: a MiniWoB++ page's own DOM, 409 on other pages; comma-separated;
+    none: the URL, title and focused element only), ``full=1`` keeps every field CDP
+    sends (BrowserGym's objects). Marks the page's elements with the bids that actions
+    by element take (docs/protocol.md)."""
     state: SessionState = request.app.state.session
     wanted = [p for p in request.query_params.get("include", "").split(",") if p]
     unknown = sorted(set(wanted) - set(PAGE_PARTS))

@@ -62,8 +62,12 @@
 
   // Where a frame's content starts in top-frame layout pixels, and what of it shows.
   function frameGeometry(frameEl, cache) {
-    if (!frameEl) return { dx: 0, dy: 0, clip: [0, 0, window.innerWidth, window.innerHeight] };
     if (cache.has(frameEl)) return cache.get(frameEl);
+    if (!frameEl) {
+      const top = { dx: 0, dy: 0, clip: [0, 0, window.innerWidth, window.innerHeight] };
+      cache.set(null, top);
+      return top;
+    }
     const ownerWin = frameEl.ownerDocument.defaultView;
     const parent = frameGeometry(ownerWin.frameElement, cache);
     const r = frameEl.getBoundingClientRect();
@@ -98,23 +102,33 @@
     return clip;
   }
 
-  function toScreen(x, y) {
+  // Layout pixels -> screen pixels (pinch zoom): read once per pass.
+  function screenTransform() {
     const vv = window.visualViewport;
-    const scale = vv ? vv.scale : 1;
-    return [(x - (vv ? vv.offsetLeft : 0)) * scale, (y - (vv ? vv.offsetTop : 0)) * scale];
+    return vv ? { x: vv.offsetLeft, y: vv.offsetTop, scale: vv.scale } : { x: 0, y: 0, scale: 1 };
   }
+
+  const toScreen = (t, x, y) => [(x - t.x) * t.scale, (y - t.y) * t.scale];
 
   const round2 = (v) => Math.round(v * 100) / 100;
 
   // What an element shows: its box and visible rectangle in top-frame layout pixels.
+  // (None: no box at all, display: none. An element with no client rects has an empty
+  // bounding box, so the rects are asked for only when the bounding box is empty; and
+  // whether it is drawn only when some of its box is inside its clip: either way an
+  // element outside it shows nothing. The cheap questions first: a pass over a page of
+  // a thousand elements asks them a thousand times.)
   function geometry(el, frame, clips, frames) {
-    if (el.getClientRects().length === 0) return null;
-    const g = frameGeometry(frame, frames);
     const r = el.getBoundingClientRect();
+    if (r.width === 0 && r.height === 0 && r.left === 0 && r.top === 0 &&
+        el.getClientRects().length === 0) return null;
+    const g = frameGeometry(frame, frames);
     const box = [r.left + g.dx, r.top + g.dy, r.right + g.dx, r.bottom + g.dy];
-    const rendered = !el.checkVisibility || el.checkVisibility({ opacityProperty: true,
-                                                                visibilityProperty: true });
-    const shown = rendered ? intersect(box, clipOf(el, g.clip, clips, g.dx, g.dy)) : [0, 0, 0, 0];
+    let shown = intersect(box, clipOf(el, g.clip, clips, g.dx, g.dy));
+    if (area(shown) > 0 && el.checkVisibility &&
+        !el.checkVisibility({ opacityProperty: true, visibilityProperty: true })) {
+      shown = [0, 0, 0, 0];
+    }
     return { box, shown, dx: g.dx, dy: g.dy };
   }
 
@@ -150,6 +164,7 @@
 
   function mark(episode, withProps) {
     if (state.episode !== episode) { forget(); state.episode = episode; }
+    const screen = withProps ? screenTransform() : null;
     const frames = new Map();
     const props = {};
     const marked = new Set();
@@ -172,8 +187,8 @@
         if (g === null) { props[bid] = [null, 0, false]; continue; }
         const boxArea = area(g.box);
         const visible = boxArea > 0 ? Math.min(1, area(g.shown) / boxArea) : 0;
-        const [x0, y0] = toScreen(g.box[0], g.box[1]);
-        const [x1, y1] = toScreen(g.box[2], g.box[3]);
+        const [x0, y0] = toScreen(screen, g.box[0], g.box[1]);
+        const [x1, y1] = toScreen(screen, g.box[2], g.box[3]);
         let som = false;
         if (visible > 0 && (x1 - x0) * (y1 - y0) >= 20 && pointerish(el)) {
           const cx = (g.shown[0] + g.shown[2]) / 2 - g.dx;
@@ -247,7 +262,7 @@
     if (!hit.ok && !(hit.hit && hit.hit.tagName === "LABEL" && hit.hit.control === el)) {
       return { error: `bid '${bid}': ${describe(el)} is covered by ${describe(hit.hit)} at its centre` };
     }
-    const [x, y] = toScreen(cx, cy);
+    const [x, y] = toScreen(screenTransform(), cx, cy);
     return { x, y, disabled: !!el.disabled };
   }
 

@@ -33,8 +33,16 @@ from uirl_gym.session.browser.tabs import Tab, js_call
 
 __all__ = ["ElementActionError", "PAGE_PARTS", "observe", "perform"]
 
-# What a text observation can ask the page for (``GET /page``'s ``include``).
-PAGE_PARTS = ("axtree", "dom", "elements")
+# What a text observation can ask the page for (``GET /page``'s ``include``);
+# ``dom_elements`` only of a MiniWoB++ page (its own ``core.getDOMInfo()``).
+PAGE_PARTS = ("axtree", "dom", "elements", "dom_elements")
+# The parts made from CDP's DOM snapshot (the tree's bids and ``clickable`` come from it).
+_SNAPSHOT_PARTS = frozenset({"axtree", "dom", "elements"})
+# MiniWoB++'s DOM as its own pages give it (the ``miniwob`` package reads the same call).
+_MINIWOB_DOM = (
+    "typeof core === 'object' && core !== null && typeof core.getDOMInfo === 'function' "
+    "? core.getDOMInfo() : null"
+)
 # Fields of the accessibility tree's nodes an agent never reads: left out unless the
 # whole of CDP's answer is asked for (``full``; BrowserGym's ``axtree_object``).
 _HEAVY_AX_FIELDS = ("chromeRole",)
@@ -49,9 +57,16 @@ class ElementActionError(ValueError):
 _OBJECT = 'window[Symbol.for("uirl.elements")]'
 
 
-def _call(function: str, *args: Any) -> str:
-    # The script installs itself once per document (a navigation brings a new window).
-    return f"{_SCRIPT};\n{js_call(f'{_OBJECT}.{function}', *args)}"
+async def _call(tab: Tab, function: str, *args: Any) -> Any:
+    """The answer of the script's ``function`` in the page. The script (14 kB to parse)
+    goes with the call only to a document that lacks it: a new page (a navigation
+    brings a new window), answered ``undefined`` by the short call. Every function
+    answers an object."""
+    call = js_call(f"{_OBJECT}.{function}", *args)
+    answer = await tab.eval(f"{_OBJECT} && {call}")
+    if answer is None:
+        answer = await tab.eval(f"{_SCRIPT};\n{call}")
+    return answer
 
 
 async def observe(tab: Tab, episode: int, include: frozenset[str], full: bool) -> dict[str, Any]:
@@ -60,10 +75,24 @@ async def observe(tab: Tab, episode: int, include: frozenset[str], full: bool) -
     element's bid in ``browsergym_id``; ``dom``: CDP's snapshot; ``elements``: bid ->
     ``{"bbox", "visibility", "clickable", "set_of_marks"}``). ``full`` keeps every field
     CDP sends (BrowserGym's objects); otherwise the accessibility tree leaves out
-    ``name.sources`` and text boxes, which no agent reads.
+    ``name.sources`` and text boxes, which no agent reads. ``dom_elements``: a MiniWoB++
+    page's ``core.getDOMInfo()`` (the tree the ``miniwob`` package's observation is made
+    of; it writes its ``data-wob_ref`` attributes into the page, as there), taken first so
+    that every part sees the same page.
+
+    Raises:
+        RuntimeError: ``dom_elements`` asked of a page that is not a MiniWoB++ page.
     """
-    marked = await tab.eval(_call("mark", episode, "elements" in include))
-    snapshot_wanted = bool(include)  # the tree's bids and ``clickable`` come from it
+    miniwob_dom = None
+    if "dom_elements" in include:
+        miniwob_dom = await tab.eval(_MINIWOB_DOM)
+        if miniwob_dom is None:
+            raise RuntimeError(
+                "dom_elements: the page has no core.getDOMInfo(); only MiniWoB++ pages give "
+                "MiniWoB++'s DOM (ask for axtree, dom or elements)"
+            )
+    marked = await _call(tab, "mark", episode, "elements" in include)
+    snapshot_wanted = bool(include & _SNAPSHOT_PARTS)
     snapshot_task = (
         asyncio.ensure_future(_snapshot(tab, rects="dom" in include)) if snapshot_wanted else None
     )
@@ -76,6 +105,8 @@ async def observe(tab: Tab, episode: int, include: frozenset[str], full: bool) -
         "title": marked["title"],
         "focused_element_bid": marked["focused"],
     }
+    if miniwob_dom is not None:
+        page["dom_elements"] = miniwob_dom
     if snapshot is None:
         return page
     bids, frames_of_iframes, clickable = _snapshot_index(snapshot)
@@ -169,21 +200,29 @@ def _merged_axtree(
     roots = {tree["frameId"]: tree["nodes"][0]["nodeId"] for tree in axtrees if tree["nodes"]}
     merged: list[dict[str, Any]] = []
     for tree in axtrees:
+        # The nodes are changed in place: CDP's answer, parsed for this call alone.
         for node in tree["nodes"]:
+            role = node.get("role")
             if not full:
-                if node.get("role", {}).get("value") == "InlineTextBox":
+                if role is not None and role.get("value") == "InlineTextBox":
                     continue
-                node = {k: v for k, v in node.items() if k not in _HEAVY_AX_FIELDS}
-                if "name" in node:
-                    node["name"] = {k: v for k, v in node["name"].items() if k != "sources"}
-                if "childIds" in node:
-                    node["childIds"] = [c for c in node["childIds"] if not c.startswith("-")]
-            node.setdefault("childIds", [])
-            node.setdefault("role", {"type": "role", "value": "none"})
+                for field in _HEAVY_AX_FIELDS:
+                    node.pop(field, None)
+                name = node.get("name")
+                if name is not None:
+                    name.pop("sources", None)
+                children = node.get("childIds")
+                if children:  # (text boxes have negative ids)
+                    node["childIds"] = [c for c in children if c[0] != "-"]
+            if "childIds" not in node:
+                node["childIds"] = []
+            if role is None:
+                role = node["role"] = {"type": "role", "value": "none"}
             backend = node.get("backendDOMNodeId")
-            if backend in bids:
-                node["browsergym_id"] = bids[backend]
-            if node["role"].get("value") == "Iframe" and backend in frames_of_iframes:
+            bid = bids.get(backend)
+            if bid is not None:
+                node["browsergym_id"] = bid
+            if backend in frames_of_iframes and role.get("value") == "Iframe":
                 child_root = roots.get(frames_of_iframes[backend])
                 if child_root is not None:
                     node["childIds"] = [*node["childIds"], child_root]
@@ -200,13 +239,13 @@ async def perform(tab: Tab, action: Action, screen: tuple[int, int]) -> Action |
     """
     t = action.type
     if t is ActionType.SELECT_OPTION:
-        _check(await tab.eval(_call("select", action.bid, action.text)))
+        _check(await _call(tab, "select", action.bid, action.text))
         return None
     if t is ActionType.FOCUS:
-        _check(await tab.eval(_call("focus", action.bid)))
+        _check(await _call(tab, "focus", action.bid))
         return None
     if t is ActionType.FILL:
-        filled = _check(await tab.eval(_call("fill", action.bid, action.text or "")))
+        filled = _check(await _call(tab, "fill", action.bid, action.text or ""))
         if not filled.get("typed"):
             return None
         # The value is selected: the keys replace it (Delete clears it, as Playwright's).
@@ -214,7 +253,7 @@ async def perform(tab: Tab, action: Action, screen: tuple[int, int]) -> Action |
             return Action(ActionType.TYPE, text=action.text)
         return Action(ActionType.KEYS, keys="Delete")
     if t is ActionType.KEYS:
-        _check(await tab.eval(_call("focus", action.bid)))
+        _check(await _call(tab, "focus", action.bid))
         return dataclasses.replace(action, bid=None)
     fields: dict[str, Any] = {"bid": None, "end_bid": None}
     if action.bid is not None:
@@ -228,7 +267,7 @@ async def perform(tab: Tab, action: Action, screen: tuple[int, int]) -> Action |
 
 async def _point(tab: Tab, bid: str, screen: tuple[int, int], clicks: bool) -> tuple[int, int]:
     """The screen pixel to act on an element at."""
-    found = _check(await tab.eval(_call("target", bid, True)))
+    found = _check(await _call(tab, "target", bid, True))
     if clicks and found.get("disabled"):
         raise ElementActionError(f"bid {bid!r}: the element is disabled")
     x, y = math.floor(found["x"]), math.floor(found["y"])
