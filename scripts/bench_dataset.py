@@ -10,6 +10,9 @@ that only imports the exporter, and the sizes of the run and of the dataset.
 
     python scripts/bench_dataset.py --screen 1280x800 --episodes 1000 --steps 15 --out /tmp/bench
     python scripts/bench_dataset.py --screen 160x210 --episodes 1000 --steps 15 --out /tmp/bench
+
+The export's wall time depends on what else runs: the CPU seconds it used are reported
+too, with the load average at its end.
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--workers", type=int, default=2, help="processes writing the run")
     p.add_argument("--out", type=Path, required=True, help="where the run and dataset go")
     p.add_argument("--keep", action="store_true", help="keep the run and the dataset")
+    p.add_argument(
+        "--export-only", action="store_true", help="export the run --keep left in --out again"
+    )
     return p.parse_args()
 
 
@@ -60,8 +66,8 @@ def generate(run: Path, episodes: int, steps: int, screen: tuple[int, int], work
     return time.perf_counter() - t0
 
 
-def measured(cmd: list[str]) -> tuple[float, float]:
-    """Run ``cmd``; its wall seconds and peak resident MB."""
+def measured(cmd: list[str]) -> tuple[float, float, float]:
+    """Run ``cmd``; its wall seconds, CPU seconds (user + system) and peak resident MB."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL)
@@ -69,31 +75,34 @@ def measured(cmd: list[str]) -> tuple[float, float]:
     seconds = time.perf_counter() - t0
     if os.waitstatus_to_exitcode(status) != 0:
         raise SystemExit(f"{cmd} failed")
-    return seconds, usage.ru_maxrss / 1024  # Linux: kilobytes
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KB
 
 
 def main() -> None:
     args = parse_args()
     width, height = map(int, args.screen.split("x"))
     run, dataset = args.out / f"run-{args.screen}", args.out / f"dataset-{args.screen}"
-    shutil.rmtree(run, ignore_errors=True)
     shutil.rmtree(dataset, ignore_errors=True)
-    print(
-        f"writing {args.episodes} episodes of {args.steps} steps at {args.screen} ...", flush=True
-    )
-    generation_s = generate(run, args.episodes, args.steps, (width, height), args.workers)
-    _, baseline_mb = measured([sys.executable, "-c", "import uirl_agents.dataset.export"])
+    generation_s = None
+    if not args.export_only:
+        shutil.rmtree(run, ignore_errors=True)
+        print(f"writing {args.episodes} episodes of {args.steps} steps at {args.screen} ...")
+        generation_s = generate(run, args.episodes, args.steps, (width, height), args.workers)
+    _, _, baseline_mb = measured([sys.executable, "-c", "import uirl_agents.dataset.export"])
     export = [sys.executable, "-m", "uirl_agents.dataset", "export", str(run), str(dataset)]
-    seconds, peak_mb = measured([*export, "--no-progress"])
+    seconds, cpu_s, peak_mb = measured([*export, "--no-progress"])
     summary = json.loads((dataset / "uirl_export.json").read_text())
+    episodes = summary["configs"]["episodes"]["num_rows"]
     result = {
         "screen": args.screen,
-        "episodes": summary["configs"]["episodes"]["num_rows"],
+        "episodes": episodes,
         "step_rows": summary["configs"]["steps"]["num_rows"],
-        "generation_s": round(generation_s, 1),
+        "generation_s": None if generation_s is None else round(generation_s, 1),
         "run_mb": round(du_mb(run), 1),
         "export_s": round(seconds, 1),
-        "episodes_per_s": round(args.episodes / seconds, 1),
+        "export_cpu_s": round(cpu_s, 1),
+        "load_average": round(os.getloadavg()[0], 1),
+        "episodes_per_s": round(episodes / seconds, 1),
         "peak_rss_mb": round(peak_mb, 1),
         "import_only_rss_mb": round(baseline_mb, 1),
         "dataset_mb": round(du_mb(dataset), 1),

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from datasets import Features
 from datasets.arrow_writer import ParquetWriter
 from tqdm.auto import tqdm
@@ -133,47 +134,64 @@ class ExportResult:
 
 
 class _Shards:
-    """One configuration's Parquet files, written row by row."""
+    """One configuration's Parquet files, written a row group at a time.
+
+    Rows come encoded (images as ``{"bytes", "path"}``, the rest plain values) and go to
+    Arrow in one call per row group (``pyarrow.Table.from_pylist`` with the features'
+    schema), then through ``datasets``' Parquet writer (its schema metadata, content-
+    defined chunking).
+    """
 
     def __init__(self, folder: Path, features: Features, max_shard_bytes: float) -> None:
         self.folder = folder
         self.features = features
+        self.schema = features.arrow_schema
         self.max_shard_bytes = max_shard_bytes
         self.num_rows = self.num_bytes = 0
         self._files: list[Path] = []
         self._writer: ParquetWriter | None = None
+        self._rows: list[dict[str, Any]] = []
         self._shard_bytes = self._group_bytes = 0
 
     def write(self, row: dict[str, Any], size: int) -> None:
+        if set(row) != set(self.features):  # a column would be silently null or dropped
+            raise ValueError(f"row columns {sorted(row)} != features {sorted(self.features)}")
+        self._rows.append(row)
+        self._shard_bytes += size
+        self._group_bytes += size
+        if self._group_bytes >= ROW_GROUP_BYTES or self._shard_bytes >= self.max_shard_bytes:
+            self._flush()
+        if self._shard_bytes >= self.max_shard_bytes:
+            self._close_file()
+
+    def _flush(self) -> None:
+        if not self._rows:
+            return
         if self._writer is None:
             self.folder.mkdir(parents=True, exist_ok=True)
             path = self.folder / f"part-{len(self._files):05d}.parquet"
             self._files.append(path)
-            # Row groups are cut by size here, not by the writer's count of rows.
+            # One row group per flush: the writer's own count of rows never cuts one.
             self._writer = ParquetWriter(
                 features=self.features, path=str(path), writer_batch_size=1 << 30
             )
-        self._writer.write(self.features.encode_example(row))
-        self._shard_bytes += size
-        self._group_bytes += size
-        if self._group_bytes >= ROW_GROUP_BYTES:
-            self._writer.write_examples_on_file()
-            self._group_bytes = 0
-        if self._shard_bytes >= self.max_shard_bytes:
-            self._close_file()
+        self._writer.write_table(pa.Table.from_pylist(self._rows, schema=self.schema))
+        self._rows = []
+        self._group_bytes = 0
 
     def _close_file(self) -> None:
-        assert self._writer is not None
+        self._flush()
+        if self._writer is None:
+            return
         rows, size = self._writer.finalize()
         self.num_rows += rows
         self.num_bytes += size
         self._writer = None
-        self._shard_bytes = self._group_bytes = 0
+        self._shard_bytes = 0
 
     def close(self) -> ConfigSummary | None:
         """Finish the last file and name them all ``train-0000k-of-0000n``; None: no rows."""
-        if self._writer is not None:
-            self._close_file()
+        self._close_file()
         if not self._files:
             return None
         names = []
@@ -211,6 +229,7 @@ def export_dataset(
         ValueError: ``out_dir`` inside ``run_dir``.
     """
     config = config or ExportConfig()
+    where = str(out_dir)  # as given: the card's load_dataset(...) line
     run_dir, out_dir = Path(run_dir).resolve(), Path(out_dir).resolve()
     folder = find_runs(run_dir, config.prices)
     _check_out_dir(run_dir, out_dir, config.overwrite)
@@ -228,7 +247,7 @@ def export_dataset(
     staging.chmod(0o777 & ~_umask())  # mkdtemp's folder is private; the export is not
     try:
         summary = _write(folder, scans, staging, config, left_out)
-        (staging / CARD_FILE).write_text(render_card(summary, str(out_dir)), encoding="utf-8")
+        (staging / CARD_FILE).write_text(render_card(summary, where), encoding="utf-8")
         _move_into_place(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
