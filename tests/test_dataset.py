@@ -321,6 +321,10 @@ def test_shards_are_numbered_and_read_back_in_order(small_run: Path, tmp_path: P
     assert files == [f"episodes/train-0000{k}-of-00004.parquet" for k in range(4)]
     episodes = load(tmp_path / "out", "episodes", tmp_path / "cache")
     assert [r["episode_id"] for r in episodes] == [f"ep-{k}" for k in range(4)]
+    # The same run exports to the same bytes: a push of it again sends nothing.
+    export_dataset(small_run, tmp_path / "again", ExportConfig(progress=False, max_shard_mb=0.01))
+    for name in files:
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "out" / name).read_bytes()
 
 
 def test_the_config_takes_datasets_as_demonstrations(small_run: Path, tmp_path: Path) -> None:
@@ -388,6 +392,12 @@ def test_push_is_private_resumes_and_reads_back(
         for k, r in enumerate(records(small_run))
     ]
     assert back.stdout.splitlines() == expected
+    # Exported again in 4 files and pushed: the repo holds those, not the earlier one too
+    # (its train-* would be read with them).
+    export_dataset(small_run, out, ExportConfig(progress=False, overwrite=True, max_shard_mb=0.01))
+    assert cli("push", str(out), "me/demos", env=env).returncode == 0
+    parquet = sorted(n for n in repo.files if n.startswith("episodes/"))
+    assert parquet == [f"episodes/train-0000{k}-of-00004.parquet" for k in range(4)]
 
 
 # ---- training on it --------------------------------------------------------------------------
