@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install uirl with every extra, and a Chromium if none can be found.
 #
-#   bash scripts/install.sh         torch, then uirl[train,k8s,dev,quant,openenv,miniwob], then a browser
+#   bash scripts/install.sh         torch, then uirl[train,datasets,k8s,dev,quant,openenv,miniwob], then a browser
 #   bash scripts/install.sh torch   torch only
 #
 # torch: the version CI tests is pinned here, in TORCH_SPEC, and nowhere else (.ci/run
@@ -147,7 +147,7 @@ if [ "${1:-all}" != torch ]; then
   # The torch just installed satisfies the range, so pip keeps it.
   # quant (bitsandbytes): a 43 MB wheel, 125 MB installed, with its CPU backend too.
   # openenv: the OpenEnv server and client (uirl_gym.openenv), with gradio and fastmcp.
-  "$PYTHON" -m pip install -e ".[train,k8s,dev,quant,openenv,miniwob]"
+  "$PYTHON" -m pip install -e ".[train,datasets,k8s,dev,quant,openenv,miniwob]"
   # browsergym-core, for the BrowserGym contract's tests (tests/test_browsergym.py) only:
   # uirl never imports it. --no-deps: its pin (playwright==1.44) would downgrade
   # playwright and greenlet; what it needs beyond uirl's dependencies is listed here.

@@ -188,7 +188,7 @@ def test_train_rs_fine_tunes_on_recorded_demonstrations(
 def test_demonstration_directories_are_checked_with_the_config(tmp_path: Path) -> None:
     from uirl_agents.trainers.config import RSConfig, RSSection
 
-    with pytest.raises(ValueError, match=f"{EPISODES_FILE}; expected a run directory"):
+    with pytest.raises(ValueError, match=f"is neither a run directory \\(with {EPISODES_FILE}"):
         RSConfig(rs=RSSection(demonstrations=[str(tmp_path / "missing")]))
 
 

@@ -25,7 +25,6 @@ import logging
 import typing
 import warnings
 from dataclasses import MISSING, dataclass, field, fields
-from pathlib import Path
 from typing import Any, Literal
 
 from uirl_agents.loading.quantization import quantization_mode
@@ -335,10 +334,11 @@ class RSSection:
     )
     demonstrations: list[str] = param(
         factory=list,
-        help="Run directories of recorded demonstrations (`python -m uirl_agents.recorder`) "
-        "whose episodes join iteration 0's data, shared out over the processes; each step "
-        "is written afresh in model.format (any recording format works). "
-        "rs.reward_threshold applies to them as to any episode.",
+        help="Demonstrations whose episodes join iteration 0's data, shared out over the "
+        "processes: run directories (recorded with `python -m uirl_agents.recorder`, or "
+        "any run's), exported datasets (`python -m uirl_agents.dataset export`) or Hub "
+        "datasets (hf://datasets/USER/NAME); each step is written afresh in model.format "
+        "(any recording format works). rs.reward_threshold applies to them as to any episode.",
     )
 
 
@@ -836,18 +836,20 @@ def _check_tasks(env: EnvConfig) -> None:
             raise ValueError(f"env.task_options.{name}: {exc}") from None
 
 
-def _check_demonstrations(run_dirs: list[str]) -> None:
-    """Each of ``rs.demonstrations`` is a run directory with episodes in it."""
-    from uirl_agents.episodes.trajectories import EPISODES_FILE
+def _check_demonstrations(sources: list[str]) -> None:
+    """Each of ``rs.demonstrations`` is a run directory, an exported dataset or a Hub
+    dataset (checked without downloading anything)."""
+    from uirl_agents.dataset.folder import check_episode_source
 
-    for run_dir in run_dirs:
-        if not isinstance(run_dir, str) or not run_dir:
+    for source in sources:
+        if not isinstance(source, str) or not source:
             raise ValueError(
-                f"rs.demonstrations: expected a list of run directories, got {run_dir!r} in it"
+                "rs.demonstrations: expected a list of run directories or datasets, got "
+                f"{source!r} in it"
             )
-        if not (Path(run_dir) / EPISODES_FILE).is_file():
+        try:
+            check_episode_source(source)
+        except ValueError as exc:
             raise ValueError(
-                f"rs.demonstrations: {run_dir!r} holds no {EPISODES_FILE}; expected a run "
-                "directory written by `python -m uirl_agents.recorder --out DIR` (or by "
-                "evaluate.py or a trainer): fix the path or record there first"
-            )
+                f"rs.demonstrations: {exc}: fix the path, or record or export there first"
+            ) from None

@@ -1,17 +1,20 @@
 """Demonstrations for expert iteration: the task's scripted expert, and episodes a
-person recorded (``rs.demonstrations``), each written in the run's own format.
+person recorded or a dataset holds (``rs.demonstrations``), each written in the run's
+own format.
 
 - :func:`collect_demonstrations`: expert episodes, each step written as the model would
   (a cold start: a fresh model rarely produces a parseable action, so it has nothing to
   imitate yet);
-- :func:`load_demonstrations`: this process's share of the recorded episodes, each step
-  written afresh (:func:`rewrite_demonstration`), so a recording serves any model.
+- :func:`load_demonstrations`: this process's share of the recorded episodes (run
+  directories, exported datasets, Hub datasets: :mod:`uirl_agents.dataset.load`), each
+  step written afresh (:func:`rewrite_demonstration`), so a recording serves any model.
 """
 
 from __future__ import annotations
 
+from uirl_agents.dataset.load import iter_source_episodes
 from uirl_agents.episodes.rollout import EpisodeSpec
-from uirl_agents.episodes.trajectories import Episode, iter_episodes
+from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.context import EpisodeContexts
 from uirl_agents.policies.expert import ExpertPolicy
 from uirl_agents.trainers.config import RSConfig, config_as
@@ -48,16 +51,16 @@ def load_demonstrations(run: TrainingRun) -> list[Episode]:
     """
     contexts = EpisodeContexts(run.format, max_images=run.config.rollout.max_images)
     mine, seen = [], 0
-    for run_dir in config_as(run.config, RSConfig).rs.demonstrations:
+    for source in config_as(run.config, RSConfig).rs.demonstrations:
         # Only this process's episodes stay in memory; the others' are read and dropped.
-        for episode in iter_episodes(run_dir):
+        for episode in iter_source_episodes(source):
             seen += 1
             if (seen - 1) % run.world_size != run.rank:
                 continue
             try:
                 mine.append(rewrite_demonstration(episode, contexts))
             except ValueError as exc:
-                raise ValueError(f"rs.demonstrations: {run_dir}: {exc}") from None
+                raise ValueError(f"rs.demonstrations: {source}: {exc}") from None
     return mine
 
 
