@@ -247,6 +247,11 @@ class UirlOpenEnvEnvironment(Environment[UirlAction, UirlObservation, UirlState]
             raise ValueError("options: give the task as reset(task=...), not in options")
         spec = resolve_task(task)
         wanted = check_observations(observations or ())
+        if "dom_elements" in wanted:
+            raise ValueError(
+                "observations: dom_elements (the miniwob package's own) is not served over "
+                "OpenEnv; ask for axtree, html or elements (the same page, as text)"
+            )
         # Whatever happens below, the previous episode is over.
         self._ended = True
         env = self._ensure_env(spec, wanted)
