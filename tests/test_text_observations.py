@@ -86,3 +86,33 @@ def test_the_same_seed_gives_the_same_text_and_bids(sheet_env: UIEnv) -> None:
     for name in ("axtree", "html", "focused", "url"):
         assert first[name] == again[name], name
     assert [e["bid"] for e in first["elements"]] == [e["bid"] for e in again["elements"]]
+
+
+def test_a_text_in_a_nameless_box_carries_the_box_bid() -> None:
+    """A menu item that is a <div> around its text (SpreadsheetEdit's) is left out as a
+    nameless box; its text shows with the box's bid, so a text agent can click it. A
+    box of several children passes its bid to none (which would it name?)."""
+    from uirl_gym.page_text import axtree_text
+
+    def node(node_id: str, role: str, name: str = "", bid: str | None = None, kids=()):
+        n = {"nodeId": node_id, "role": {"value": role}, "childIds": list(kids)}
+        if name:
+            n["name"] = {"value": name}
+        if bid is not None:
+            n["browsergym_id"] = bid
+        return n
+
+    nodes = [
+        node("1", "RootWebArea", "Sheet", kids=["2", "4"]),
+        node("2", "generic", bid="57", kids=["3"]),
+        node("3", "StaticText", "Archive"),
+        node("4", "generic", bid="58", kids=["5", "6"]),
+        node("5", "StaticText", "Cut"),
+        node("6", "StaticText", "Copy"),
+    ]
+    assert axtree_text(nodes).split("\n") == [
+        "RootWebArea 'Sheet'",
+        "\t[57] StaticText 'Archive'",
+        "\tStaticText 'Cut'",
+        "\tStaticText 'Copy'",
+    ]

@@ -51,22 +51,27 @@ def axtree_text(nodes: Sequence[Mapping[str, Any]], limit: int = DEFAULT_TEXT_LI
     if not nodes:
         return ""
     # Depth-first from the root, iteratively (a deep page must not hit the recursion limit).
-    stack: list[tuple[Mapping[str, Any], int, str]] = [(nodes[0], 0, "")]
+    # A nameless box left out passes its bid to its only child: a menu item that is a
+    # <div> around its text shows as "[57] StaticText 'Archive'", clickable by its bid.
+    stack: list[tuple[Mapping[str, Any], int, str, str | None]] = [(nodes[0], 0, "", None)]
     while stack:
-        node, depth, parent_name = stack.pop()
-        line = _ax_line(node, parent_name)
+        node, depth, parent_name, carried = stack.pop()
+        line = _ax_line(node, parent_name, carried)
         name = str(node.get("name", {}).get("value", ""))
         child_depth = depth
         if line is not None:
             lines.append("\t" * depth + line)
             child_depth = depth + 1
         children = [by_id[c] for c in node.get("childIds", []) if c in by_id]
+        passed = None
+        if line is None and len(children) == 1:
+            passed = node.get("browsergym_id") or carried
         for child in reversed(children):
-            stack.append((child, child_depth, name if line is not None else parent_name))
+            stack.append((child, child_depth, name if line is not None else parent_name, passed))
     return _cut(lines, limit)
 
 
-def _ax_line(node: Mapping[str, Any], parent_name: str) -> str | None:
+def _ax_line(node: Mapping[str, Any], parent_name: str, carried: str | None) -> str | None:
     if node.get("ignored"):
         return None
     role = str(node.get("role", {}).get("value", ""))
@@ -82,6 +87,8 @@ def _ax_line(node: Mapping[str, Any], parent_name: str) -> str | None:
         if "name" in p
     }
     bid = node.get("browsergym_id")
+    if bid is None and role == "StaticText":
+        bid = carried
     shown = [p for p in _SHOWN_STATES if properties.get(p) is True]
     shown += [f"{p}={properties[p]}" for p in _SHOWN_VALUES if properties.get(p) not in (None, "")]
     value = node.get("value", {}).get("value")
