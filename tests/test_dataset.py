@@ -414,6 +414,7 @@ def recipe() -> dict[str, Any]:
 
 
 @pytest.mark.train
+@pytest.mark.slow
 def test_trls_sft_trainer_trains_on_the_steps(
     exported: Path, tiny_qwen25vl_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
