@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, get_args
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import Field, WithJsonSchema
+from pydantic import Field, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
 from uirl_gym.action_strings import parse_action
 
@@ -103,6 +104,17 @@ class UirlAction(Action):
         "observation); needed by `fill`, `select_option`, `focus`.",
     )
     end_bid: WireText = Field(default=None, description="The element `drag` releases on.")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> UirlAction:
+        # The shape's check: an action names its type or is an action string (which
+        # values fit is the env's check, as for every field).
+        if self.action_type is None and self.action_str is None:
+            # (a PydanticCustomError: OpenEnv's error frame cannot carry a ValueError's ctx)
+            raise PydanticCustomError(
+                "missing_action", "an action needs action_type (and its fields) or action_str"
+            )
+        return self
 
     def to_env_action(self) -> dict[str, Any]:
         """The action as ``UIEnv.step`` takes it (``None`` fields left out; unvalidated).
