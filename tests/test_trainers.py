@@ -3,6 +3,7 @@ model, and both scripts end to end on real sessions (one and two processes, resu
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -44,6 +45,10 @@ from uirl_agents.trainers.config import (  # noqa: E402
     config_as,
 )
 from uirl_agents.trainers.forward import completion_logprobs  # noqa: E402
+from uirl_agents.trainers.image_features import (  # noqa: E402
+    cache_unavailable,
+    with_image_features,
+)
 from uirl_agents.trainers.loop import select_and_update, update_samples  # noqa: E402
 from uirl_agents.trainers.losses import (  # noqa: E402
     clipped_policy_loss,
@@ -175,6 +180,41 @@ def test_update_schedule_in_lockstep_gives_every_process_the_same_passes() -> No
     )
     assert [len(step) for step in locked] == [2, 2, 2, 1]  # 7 passes, as the busiest process
     assert sum(len(batch) for step in locked for batch in step) == 3
+
+
+def _padding(schedule: list[list[list[TokenSample]]]) -> int:
+    """The schedule's padding: each micro-batch is as wide as its longest sample."""
+    return sum(
+        len(batch) * max(s.num_tokens for s in batch) - sum(s.num_tokens for s in batch)
+        for step in schedule
+        for batch in step
+        if batch
+    )
+
+
+def test_sorting_by_length_within_a_step_pads_less_and_keeps_every_step() -> None:
+    """Issue 43 item 6: prompts of 1 and 3 screenshots shuffled together pad the short
+    ones up to the long ones; cut longest first, a micro-batch holds one kind. The
+    optimizer steps hold the same samples either way (the same gradient sums)."""
+    rng = np.random.default_rng(0)
+    samples = [
+        TokenSample([], [], [1] * int(rng.integers(50, 300)), num_tokens=int(n))
+        for n in rng.choice([1_500, 4_200], size=48) + rng.integers(0, 600, size=48)
+    ]
+    common = {"micro_batch_tokens": 16_384, "grad_accumulation_steps": 4, "max_all": float}
+    plain = update_schedule(samples, np.random.default_rng(1), **common)
+    by_length = update_schedule(samples, np.random.default_rng(1), **common, sort_by_length=True)
+    assert len(plain) == len(by_length) > 1
+
+    def members(step: list[list[TokenSample]]) -> list[int]:
+        return sorted(id(s) for batch in step for s in batch)
+
+    assert [members(step) for step in plain] == [members(step) for step in by_length]
+    for step in by_length:
+        lengths = [s.num_tokens for batch in step for s in batch]
+        assert lengths == sorted(lengths, reverse=True)
+    assert _padding(by_length) < 0.5 * _padding(plain)
+    assert sum(map(len, by_length)) <= sum(map(len, plain))  # no more forward passes
 
 
 def _step_tokens(schedule: list[list[list[TokenSample]]]) -> list[int]:
@@ -624,6 +664,82 @@ def test_skip_zero_advantage_leaves_the_gradient_unchanged(tiny_qwen25vl_dir: Pa
         for a, b in zip(with_skip, without, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-8)
     assert any(float(g.abs().max()) > 0 for step in grads[True] for g in step)
+
+
+def _count_calls(module: torch.nn.Module) -> list[int]:
+    """A list that grows by one with every forward call of ``module`` (a hook)."""
+    calls: list[int] = []
+    module.register_forward_hook(lambda *_: calls.append(1))
+    return calls
+
+
+def test_sorted_micro_batches_and_cached_image_features_train_the_same_weights(
+    tiny_qwen25vl_dir: Path,
+) -> None:
+    """Issue 43 items 6 and 7: with the samples sorted by length within each optimizer
+    step and every distinct screenshot through the vision tower once per iteration,
+    two epochs of GRPO (with the KL's reference pass) end at the weights the plain
+    update reaches, and the tower runs once instead of in every pass."""
+    weights, calls, metrics = {}, {}, {}
+    samples: list[TokenSample] = []
+    for on in (False, True):
+        config = _grpo_config(
+            grpo={"kl_beta": 0.05},
+            optim={
+                "epochs": 2,
+                "micro_batch_tokens": 160,
+                "grad_accumulation_steps": 2,
+                "sort_by_length": on,
+                "cache_image_features": on,
+            },
+        )
+        run = tiny_training_run(tiny_qwen25vl_dir, config)
+        # The same rollout steps for both (sampled with the same initial weights).
+        samples = samples or _samples(run, [1.0, -1.0, 0.5, -0.5], steps=3)
+        initial = [p.detach().clone() for p in run.trainable]
+        tower = _count_calls(run.model.get_base_model().model.visual)
+        metrics[on] = update_samples(run, GRPO(), copy.deepcopy(samples), iteration=0)
+        calls[on] = len(tower)
+        weights[on] = [p.detach().clone() for p in run.trainable]
+    assert metrics[True]["train/optimizer_steps"] == metrics[False]["train/optimizer_steps"] > 2
+    for a, b in zip(weights[True], weights[False], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert any(not torch.equal(a, b) for a, b in zip(weights[True], initial, strict=True))
+    # Cached: one tower call (the screenshots fit one batch); plain: one per forward
+    # pass of the scoring (policy + reference) and of both epochs.
+    assert calls[True] == 1
+    assert calls[False] > 2 * metrics[False]["train/optimizer_steps"]
+
+
+def test_a_vision_tower_that_trains_is_encoded_in_every_pass(tiny_qwen25vl_dir: Path) -> None:
+    """Full fine-tuning of the tower: its features change with every optimizer step, so
+    none is cached (nor are those of a LoRA adapter inside the tower), and the tower
+    trains."""
+    config = _grpo_config(
+        model={"lora_rank": 0, "freeze_vision_tower": "false"},
+        optim={"micro_batch_tokens": 160, "learning_rate": 1e-3},
+        grpo={"kl_beta": 0},
+    )
+    run = tiny_training_run(tiny_qwen25vl_dir, config)
+    visual = run.model.model.visual
+    assert cache_unavailable(run.model) == "the vision tower trains"
+    samples = _samples(run, [1.0, -1.0], steps=2)
+    before = [p.detach().clone() for p in visual.parameters()]
+    tower = _count_calls(visual)
+    metrics = update_samples(run, GRPO(), samples, iteration=0)
+    assert len(tower) > metrics["train/optimizer_steps"] >= 2  # the scoring pass and each step
+    assert any(not torch.equal(a, b) for a, b in zip(before, visual.parameters(), strict=True))
+    assert all(s.image_features is None for s in samples)
+    custom = _grpo_config(model={"lora_preset": "custom", "lora_target_modules": ".*qkv"})
+    assert cache_unavailable(tiny_training_run(tiny_qwen25vl_dir, custom).model) == (
+        "the vision tower trains"
+    )
+
+
+def test_image_features_leave_a_batch_without_images_alone() -> None:
+    inputs = {"input_ids": torch.ones(2, 3, dtype=torch.long)}
+    assert with_image_features(inputs, [[], []]) is inputs
+    assert with_image_features(inputs, None) is inputs
 
 
 def _episode_of(sample: TokenSample, steps: int, reward: float, name: str) -> Episode:
@@ -1125,6 +1241,28 @@ def test_fsdp_shards_the_model_and_trains_the_same_weights(
     assert a.keys() == b.keys()
     for name in a:
         torch.testing.assert_close(a[name], b[name], rtol=0, atol=1e-5, msg=name)
+
+
+@pytest.mark.timeout(300)
+def test_fsdp_publish_gathers_the_adapter_alone(tiny_qwen25vl_dir: Path, tmp_path: Path) -> None:
+    """Issue 43 item 8: a sharded LoRA model's checkpoint or vLLM publish gathers its
+    adapter (LoRA matrices, modules_to_save) onto the main process, not the whole model,
+    and writes the adapter the whole model gave."""
+    from safetensors.torch import load_file
+
+    script = REPO / "tests" / "two_process_publish.py"
+    cmd = [*TORCHRUN, str(script), str(tiny_qwen25vl_dir), str(tmp_path), "--head"]
+    _run(cmd, f"publish2-{uuid.uuid4().hex}", timeout_s=280)
+    report = json.loads((tmp_path / "report.json").read_text())
+    first, second = report["ranks_weight_sums"]
+    assert first == second  # one model on both processes
+    adapter = load_file(tmp_path / "adapter" / "adapter_model.safetensors")
+    whole = load_file(tmp_path / "adapter_whole" / "adapter_model.safetensors")
+    assert adapter.keys() == whole.keys()
+    assert any("lora_B" in k for k in adapter) and any("lm_head" in k for k in adapter)
+    for name in adapter:
+        assert torch.equal(adapter[name], whole[name]), name
+    assert report["gathered_bytes"] < report["whole_model_bytes"] / 4
 
 
 def _adapter_weights(checkpoint: Path) -> dict[str, torch.Tensor]:

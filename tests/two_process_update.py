@@ -60,7 +60,11 @@ def main(out: str) -> None:
         return BatchLoss(loss_sum=model.weight.sum() * tokens, stats={})
 
     optim = SimpleNamespace(
-        epochs=1, micro_batch_tokens=MICRO_BATCH_TOKENS, grad_accumulation_steps=1, max_grad_norm=0
+        epochs=1,
+        micro_batch_tokens=MICRO_BATCH_TOKENS,
+        grad_accumulation_steps=1,
+        max_grad_norm=0,
+        sort_by_length=True,
     )
     run = SimpleNamespace(
         config=SimpleNamespace(optim=optim, seed=0),

@@ -237,6 +237,17 @@ class OptimConfig:
         "(it sets the number of steps; every process deals its data out over all of them).",
     )
     max_grad_norm: float = param(1.0, help="Clip the global gradient norm to this; 0: no clipping.")
+    sort_by_length: bool = param(
+        True,
+        help="Cut the micro-batches of the scoring pass and of each optimizer step from their "
+        "samples sorted by length, longest first: less padding, the same logprobs and steps.",
+    )
+    cache_image_features: bool = param(
+        True,
+        help="Run each distinct image of an iteration through the vision tower once and reuse "
+        "its features in the scoring pass and every epoch (Qwen2-VL / Qwen2.5-VL with the "
+        "tower frozen; otherwise the pixels are encoded in every pass, as with false).",
+    )
     lr_scheduler: Literal["constant", "constant_with_warmup", "linear", "cosine"] = param(
         "constant",
         help="Learning-rate schedule over iterations (transformers' schedules after the "

@@ -41,10 +41,11 @@ from uirl_agents.policies.hf import (
     vision_token_ids,
 )
 from uirl_agents.trainers import sharding
+from uirl_agents.trainers.image_features import with_image_features
 from uirl_agents.trainers.losses import clipped_surrogate, pad_sequences, token_budget_batches
 from uirl_agents.trainers.policy_model import reference_policy
 from uirl_agents.trainers.run import TrainingRun
-from uirl_agents.trainers.update import BatchLoss, TokenSample
+from uirl_agents.trainers.update import BatchLoss, TokenSample, longest_first
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ def score_samples(
     micro_batch_tokens: int,
     value_head: Callable[[torch.Tensor], torch.Tensor] | None = None,
     check_rollout_temperature: bool = False,
+    sort_by_length: bool = False,
 ) -> dict[str, float]:
     """Fill in each sample's old (and reference) logprobs with the trainer's forward pass,
     and with ``value_head`` (PPO's: hidden states -> values) its ``old_value``, from the
@@ -73,6 +75,8 @@ def score_samples(
         check_rollout_temperature: check on the first micro-batch that the rollout
             logprobs are temperature-scaled (:func:`check_temperature_scaled`; the
             scoring passes ask for it with vLLM rollouts and TIS on).
+        sort_by_length: cut the micro-batches from the samples sorted by length, longest
+            first (``optim.sort_by_length``: less padding, the same logprobs).
 
     Returns:
         ``train/entropy`` (mean per token of the policy's sampling distribution) and,
@@ -80,7 +84,8 @@ def score_samples(
         ``|logp_rollout - logp_trainer|`` per token, over every process.
     """
     entropy_sum, tokens, mismatch_sum, mismatch_max, compared = 0.0, 0, 0.0, 0.0, 0
-    batches = token_budget_batches(samples, lambda s: s.num_tokens, micro_batch_tokens)
+    ordered = longest_first(samples) if sort_by_length else samples
+    batches = token_budget_batches(ordered, lambda s: s.num_tokens, micro_batch_tokens)
     if check_rollout_temperature:
         check_temperature_scaled(run, batches[0] if batches else [], temperature)
     # Each process scores its own samples (as many passes as it has batches): the model
@@ -174,7 +179,10 @@ def sample_logprobs(
     """The policy's logprobs of each sample's completion ids, one batched forward pass
     (:func:`completion_logprobs`: ``entropies`` and
     ``prompt_states`` receive, per sample, the sampling distribution's entropy per token
-    and the hidden state at the last prompt token)."""
+    and the hidden state at the last prompt token). The samples' image features, where
+    every one holds them (:func:`~uirl_agents.trainers.image_features.cached_image_features`),
+    stand in for their pixels."""
+    features = [s.image_features for s in batch if s.image_features is not None]
     return completion_logprobs(
         run.model,
         run.processor,
@@ -184,6 +192,7 @@ def sample_logprobs(
         temperature=temperature,
         entropies=entropies,
         prompt_states=prompt_states,
+        image_features=features if len(features) == len(batch) else None,
     )
 
 
@@ -243,6 +252,7 @@ def completion_logprobs(
     temperature: float = 1.0,
     entropies: list[torch.Tensor] | None = None,
     prompt_states: list[torch.Tensor] | None = None,
+    image_features: Sequence[Sequence[torch.Tensor]] | None = None,
 ) -> list[torch.Tensor]:
     """Per-token logprobs of given completions, with one batched forward pass.
 
@@ -265,6 +275,8 @@ def completion_logprobs(
             state (after the final norm) at the prompt's last token, shape ``(hidden_size,)``,
             with gradients: the state PPO's value head reads. Samples with an empty
             completion still get theirs (the forward pass runs).
+        image_features: when given, per sample its images' vision-tower features, in
+            place of their pixels (:func:`~uirl_agents.trainers.image_features.with_image_features`).
 
     Returns:
         Per sample, a float32 tensor of shape ``(len(completion_ids[i]),)`` on the model's device.
@@ -289,6 +301,8 @@ def completion_logprobs(
     model_inputs, completions, prompt_len = prompt_and_completion_inputs(
         model, processor, messages, images, completion_ids
     )
+    # Features in place of pixels before the copy to the device: the pixels stay here.
+    model_inputs = with_image_features(model_inputs, image_features)
     model_inputs = {
         k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in model_inputs.items()
     }

@@ -42,6 +42,7 @@ from uirl_agents.episodes.trajectories import Episode
 from uirl_agents.policies.base import Policy
 from uirl_agents.trainers.actor import iteration_rollouts
 from uirl_agents.trainers.config import TrainConfig
+from uirl_agents.trainers.image_features import cached_image_features
 from uirl_agents.trainers.metrics import Stopwatch, perf_metrics
 from uirl_agents.trainers.push import push_result
 from uirl_agents.trainers.run import TrainingRun
@@ -197,23 +198,28 @@ def update_samples(
     run: TrainingRun, algorithm: Algorithm, samples: Sequence[TokenSample], iteration: int
 ) -> dict[str, float]:
     """Steps 4-5: score ``samples``, then ``optim.epochs`` passes of the algorithm's loss
-    (every process calls it; no sample on any process: no update).
+    (every process calls it; no sample on any process: no update). The images of the
+    samples that train go through the vision tower once for both
+    (:func:`~uirl_agents.trainers.image_features.cached_image_features`).
 
     Returns:
         :func:`~uirl_agents.trainers.update.run_update`'s metrics, the scoring's, and
         ``train/samples`` (every process's samples updated on).
     """
-    trained, scores = algorithm.score(run, samples)
-    num_samples = run.sum_all(len(trained))
-    if num_samples == 0:
-        logger.info("iteration %d: no step to train on; no update", iteration)
-        return {**scores, "train/samples": 0.0}
-    metrics = run_update(
-        run,
-        trained,
-        functools.partial(algorithm.loss, run),
-        seed_stream=algorithm.seed_stream,
-        iteration=iteration,
-        keep=functools.partial(algorithm.trains, run),
-    )
+    passed = [s for s in samples if algorithm.trains(run, s)]
+    budget = run.config.optim.micro_batch_tokens
+    with cached_image_features(run, passed, micro_batch_tokens=budget):
+        trained, scores = algorithm.score(run, samples)
+        num_samples = run.sum_all(len(trained))
+        if num_samples == 0:
+            logger.info("iteration %d: no step to train on; no update", iteration)
+            return {**scores, "train/samples": 0.0}
+        metrics = run_update(
+            run,
+            trained,
+            functools.partial(algorithm.loss, run),
+            seed_stream=algorithm.seed_stream,
+            iteration=iteration,
+            keep=functools.partial(algorithm.trains, run),
+        )
     return {**metrics, **scores, "train/samples": num_samples}

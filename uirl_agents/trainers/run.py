@@ -420,7 +420,7 @@ class TrainingRun:
             return
         self.state["iteration"] = iterations_done
         rng_states = gather_object([ckpt.rng_state()])
-        model_state = sharding.full_model_state(self.model)  # collective when sharded
+        model_state = sharding.saved_weights_state(self.model)  # collective when sharded
         optimizer_state = sharding.optimizer_state(self.model, self.optimizer)
         if self.is_main:
             ckpt.save_checkpoint(
@@ -444,7 +444,7 @@ class TrainingRun:
         r = self.config.rollout
         name = f"{self.output_dir.name}-iter{iterations_done}"
         root = Path(r.vllm_adapter_dir or self.output_dir / "vllm_adapters")
-        model_state = sharding.full_model_state(self.model)  # collective when sharded
+        model_state = sharding.saved_weights_state(self.model)  # collective when sharded
         if self.is_main:
             self.model.save_pretrained(
                 root / name, selected_adapters=["default"], state_dict=model_state

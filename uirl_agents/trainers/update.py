@@ -75,6 +75,10 @@ class TokenSample:
         token_weight: the weight of each of its completion tokens in the loss and in
             the normaliser (1: a token mean; ``grpo.loss_normalization: episode`` sets
             1 / the episode's tokens, which makes the loss a mean over episodes).
+        image_features: its images' vision-tower features, set for the scoring pass
+            and the update where they are computed once per iteration
+            (:func:`~uirl_agents.trainers.image_features.cached_image_features`); None:
+            the forward passes encode the pixels.
     """
 
     messages: list[dict]
@@ -88,6 +92,7 @@ class TokenSample:
     old_value: float | None = None
     value_target: float | None = None
     token_weight: float = 1.0
+    image_features: list[torch.Tensor] | None = None
 
     @property
     def weighted_tokens(self) -> float:
@@ -186,6 +191,7 @@ def update_schedule(
     grad_accumulation_steps: int,
     max_all: Callable[[float], float],
     lockstep: bool = False,
+    sort_by_length: bool = False,
 ) -> list[list[list[TokenSample]]]:
     """One epoch: shuffled samples spread over the optimizer steps, micro-batched by token
     budget within each step.
@@ -199,9 +205,13 @@ def update_schedule(
     scale varied 25-fold and one process's instance alone made 5 of 25 steps.
 
     A step may then hold a micro-batch more or less than ``grad_accumulation_steps``
-    (its samples are cut by the budget where they fall). With ``lockstep`` (FSDP)
-    every step also has the same number of micro-batches on every process (a
-    ``max_all`` per step): the missing ones are empty.
+    (its samples are cut by the budget where they fall). With ``sort_by_length`` a
+    step's samples are cut longest first (:func:`longest_first`): a micro-batch is
+    padded to its longest sample, and shuffled lengths (prompts of 1 and 3 screenshots
+    side by side) padded up to half of it. The steps, their samples and the random
+    stream are the same either way: only which samples share a forward pass differs.
+    With ``lockstep`` (FSDP) every step also has the same number of micro-batches on
+    every process (a ``max_all`` per step): the missing ones are empty.
     """
     shuffled = [samples[i] for i in rng.permutation(len(samples))]
     budget = micro_batch_tokens
@@ -211,10 +221,21 @@ def update_schedule(
     # split_evenly deals the heaviest samples out first, to the first parts: the steps run
     # in a random order, not longest first.
     parts = [parts[i] for i in rng.permutation(len(parts))]
+    if sort_by_length:
+        parts = [longest_first(part) for part in parts]
     steps = [token_budget_batches(part, lambda s: s.num_tokens, budget) for part in parts]
     if lockstep:
         steps = [step + [[]] * (int(max_all(len(step))) - len(step)) for step in steps]
     return steps
+
+
+def longest_first(samples: Sequence[TokenSample]) -> list[TokenSample]:
+    """``samples`` by ``num_tokens``, longest first (ties in their order).
+
+    >>> [s.num_tokens for s in longest_first([TokenSample([], [], [], n) for n in (2, 9, 5)])]
+    [9, 5, 2]
+    """
+    return sorted(samples, key=lambda s: -s.num_tokens)
 
 
 def split_evenly(items: Sequence[T], parts: int, weight: Callable[[T], int]) -> list[list[T]]:
@@ -324,6 +345,7 @@ def run_update(
             grad_accumulation_steps=o.grad_accumulation_steps,
             max_all=run.max_all,
             lockstep=run.sharded,
+            sort_by_length=o.sort_by_length,
         )
         # No floor of 1: per episode, steps may outnumber episodes (the share is < 1).
         normaliser = total_tokens / len(schedule) if schedule and total_tokens > 0 else 1.0

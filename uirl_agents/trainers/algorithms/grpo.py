@@ -111,6 +111,7 @@ class GRPO(Algorithm):
             temperature=config.rollout.temperature,
             kl_beta=config.grpo.kl_beta,
             micro_batch_tokens=config.optim.micro_batch_tokens,
+            sort_by_length=config.optim.sort_by_length,
             check_rollout_temperature=(
                 config.rollout.backend == "vllm" and config.grpo.tis_cap is not None
             ),

@@ -95,6 +95,7 @@ class PPO(Algorithm):
             temperature=config.rollout.temperature,
             kl_beta=config.ppo.kl_beta,
             micro_batch_tokens=config.optim.micro_batch_tokens,
+            sort_by_length=config.optim.sort_by_length,
             check_rollout_temperature=(
                 config.rollout.backend == "vllm" and config.ppo.tis_cap is not None
             ),
