@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 from uirl_agents.dataset.card import ConfigSummary, ExportSummary, Tally, render_card
 from uirl_agents.dataset.folder import CARD_FILE, EPISODES, SPLIT, STEPS, SUMMARY_FILE
 from uirl_agents.dataset.rows import (
+    OBSERVATION_FEATURES,
     EpisodeRows,
     RowBuilder,
     episode_features,
@@ -293,7 +294,14 @@ def _write(
     config: ExportConfig,
     left_out: list[LeftOut],
 ) -> ExportSummary:
-    observations = sorted(set().union(*(scan.observations for scan in scans)))
+    observed = set().union(*(scan.observations for scan in scans))
+    observations = [name for name in OBSERVATION_FEATURES if name in observed]
+    if observed - set(observations):
+        logger.warning(
+            "observations without a column type, not exported: %s (known: %s)",
+            ", ".join(sorted(observed - set(observations))),
+            ", ".join(OBSERVATION_FEATURES),
+        )
     max_bytes = config.max_shard_mb * 1e6
     episodes = _Shards(staging / EPISODES, episode_features(observations), max_bytes)
     steps = _Shards(staging / STEPS, step_features(observations), max_bytes)
